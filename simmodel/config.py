@@ -1,0 +1,269 @@
+"""Frozen, validated configuration for one simulation scenario.
+
+Every section of the scenario YAML maps to one dataclass here.  Defaults live in one
+place (the field defaults), units are in the field names, and ``__post_init__`` checks
+values so that a config that exists is a config that can run.  Nothing here does I/O:
+``simmodel.scenario`` turns YAML into these objects and reports *where* a bad value
+came from (a ``ConfigError`` raised here carries the key path relative to its section).
+
+Engine defaults are those of the reference (``ai-dynamo-runtime==1.6.1``), see
+``docs/scenario.md`` for the glossary of every key.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+BACKENDS = ("vllm", "sglang", "trtllm")
+DEFAULT_BLOCK_SIZE = {"vllm": 64, "sglang": 1, "trtllm": 32}
+PREEMPTION_MODES = ("lifo", "fifo")
+TIMING_TYPES = ("polynomial", "fixed")
+ROUTER_MODES = ("round_robin",)
+TRACE_FORMATS = ("mooncake",)
+
+
+class ConfigError(ValueError):
+    """A user mistake in a scenario: ``key`` is the dotted path of the offending value."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}" if key else message)
+
+    def under(self, prefix: str) -> "ConfigError":
+        """The same error with its key path prefixed by the enclosing section."""
+        return ConfigError(f"{prefix}.{self.key}" if self.key else prefix, self.message)
+
+
+def _positive_int(key: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(key, f"must be a positive integer, got {value!r}")
+
+
+def _non_negative_int(key: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(key, f"must be a non-negative integer, got {value!r}")
+
+
+def _positive_number(key: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or value <= 0):
+        raise ConfigError(key, f"must be a positive number, got {value!r}")
+
+
+def _non_negative_number(key: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or value < 0):
+        raise ConfigError(key, f"must be a non-negative number, got {value!r}")
+
+
+def _choice(key: str, value, choices) -> None:
+    if value not in choices:
+        raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
+
+
+def _bool(key: str, value) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(key, f"must be true or false, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class TimingConfig:
+    """``engine.timing_model``: the per-pass cost model (see ``simmodel.engine.timing``)."""
+
+    type: str = "polynomial"
+    prefill_ms: Optional[float] = None   # fixed model: duration of a pass with prefill work
+    decode_ms: Optional[float] = None    # fixed model: duration added when requests decode
+
+    def __post_init__(self):
+        _choice("type", self.type, TIMING_TYPES)
+        if self.type == "fixed":
+            for key in ("prefill_ms", "decode_ms"):
+                _non_negative_number(key, getattr(self, key))
+        elif self.prefill_ms is not None or self.decode_ms is not None:
+            raise ConfigError("prefill_ms", "only valid with type: fixed")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """``cluster.engine``: one worker's engine (the reference's canonical ``engine`` keys,
+    plus its top-level ``dp_size``, ``tensor_parallel_size`` and ``startup_time``)."""
+
+    backend: str = "vllm"
+    block_size: Optional[int] = None          # None -> the backend's default (vllm 64)
+    num_gpu_blocks: int = 16384
+    max_model_len: Optional[int] = None
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    enable_prefix_caching: bool = True
+    enable_chunked_prefill: bool = True
+    preemption_mode: str = "lifo"
+    speedup_ratio: float = 1.0
+    decode_speedup_ratio: float = 1.0
+    timing_model: TimingConfig = field(default_factory=TimingConfig)
+    dp_size: int = 1
+    tensor_parallel_size: int = 1
+    startup_time: Optional[float] = None      # seconds (used by scaling, later issue)
+
+    def __post_init__(self):
+        _choice("backend", self.backend, ("vllm",))
+        _positive_int("block_size", self.block_size, allow_none=True)
+        _positive_int("num_gpu_blocks", self.num_gpu_blocks)
+        _positive_int("max_model_len", self.max_model_len, allow_none=True)
+        _positive_int("max_num_seqs", self.max_num_seqs)
+        _positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
+        _bool("enable_prefix_caching", self.enable_prefix_caching)
+        _bool("enable_chunked_prefill", self.enable_chunked_prefill)
+        _choice("preemption_mode", self.preemption_mode, PREEMPTION_MODES)
+        # The reference leaves durations unchanged for a ratio of 0 in offline replay.
+        _non_negative_number("speedup_ratio", self.speedup_ratio)
+        _non_negative_number("decode_speedup_ratio", self.decode_speedup_ratio)
+        if not isinstance(self.timing_model, TimingConfig):
+            raise ConfigError("timing_model", "must be a mapping")
+        _positive_int("dp_size", self.dp_size)
+        if self.dp_size != 1:
+            raise ConfigError("dp_size", "only dp_size: 1 is supported so far")
+        _positive_int("tensor_parallel_size", self.tensor_parallel_size)
+        _non_negative_number("startup_time", self.startup_time, allow_none=True)
+
+    @property
+    def effective_block_size(self) -> int:
+        return self.block_size if self.block_size is not None else DEFAULT_BLOCK_SIZE[self.backend]
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        return self.num_gpu_blocks * self.effective_block_size
+
+    @property
+    def gpus_per_worker(self) -> int:
+        return self.tensor_parallel_size * self.dp_size
+
+
+@dataclass(frozen=True, slots=True)
+class RouterConfig:
+    """``cluster.router``."""
+
+    mode: str = "round_robin"
+
+    def __post_init__(self):
+        _choice("mode", self.mode, ROUTER_MODES)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """``cluster``: aggregated workers behind one router."""
+
+    workers: int = 1
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    router: RouterConfig = field(default_factory=RouterConfig)
+
+    def __post_init__(self):
+        _positive_int("workers", self.workers)
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticConfig:
+    """``workload.synthetic``: fixed-length requests with generated arrivals (§7.5).
+
+    Exactly one of ``request_rate`` (Poisson, seeded by the scenario seed's ``arrivals``
+    stream) and ``arrival_interval_ms`` (constant gaps, first arrival at 0) is required.
+    """
+
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    request_rate: Optional[float] = None        # requests per second
+    arrival_interval_ms: Optional[float] = None
+    shared_prefix_ratio: float = 0.0
+    num_prefix_groups: int = 0
+
+    def __post_init__(self):
+        _positive_int("requests", self.requests)
+        _positive_int("input_tokens", self.input_tokens)
+        _positive_int("output_tokens", self.output_tokens)
+        if (self.request_rate is None) == (self.arrival_interval_ms is None):
+            raise ConfigError("request_rate",
+                              "give exactly one of request_rate and arrival_interval_ms")
+        _positive_number("request_rate", self.request_rate, allow_none=True)
+        _non_negative_number("arrival_interval_ms", self.arrival_interval_ms, allow_none=True)
+        _non_negative_number("shared_prefix_ratio", self.shared_prefix_ratio)
+        if self.shared_prefix_ratio > 1:
+            raise ConfigError("shared_prefix_ratio", f"must be in [0, 1], got {self.shared_prefix_ratio!r}")
+        _non_negative_int("num_prefix_groups", self.num_prefix_groups)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadConfig:
+    """``workload``: a trace file (``trace`` + ``format``) or a ``synthetic`` generator."""
+
+    trace: Optional[str] = None                 # absolute path once loaded from YAML
+    format: str = "mooncake"
+    trace_block_size: int = 512
+    arrival_speedup_ratio: float = 1.0
+    synthetic: Optional[SyntheticConfig] = None
+
+    def __post_init__(self):
+        if (self.trace is None) == (self.synthetic is None):
+            raise ConfigError("trace", "give exactly one of trace and synthetic")
+        _choice("format", self.format, TRACE_FORMATS)
+        _positive_int("trace_block_size", self.trace_block_size)
+        _positive_number("arrival_speedup_ratio", self.arrival_speedup_ratio)
+
+
+@dataclass(frozen=True, slots=True)
+class SlaConfig:
+    """``sla``: thresholds for goodput (a request is good if it meets every one set).
+
+    ``e2e_ms`` cannot be combined with the other two (as in the reference)."""
+
+    ttft_ms: Optional[float] = None
+    itl_ms: Optional[float] = None
+    e2e_ms: Optional[float] = None
+
+    def __post_init__(self):
+        for key in ("ttft_ms", "itl_ms", "e2e_ms"):
+            _positive_number(key, getattr(self, key), allow_none=True)
+        if self.e2e_ms is not None and (self.ttft_ms is not None or self.itl_ms is not None):
+            raise ConfigError("e2e_ms", "cannot be combined with ttft_ms or itl_ms")
+
+    @property
+    def is_set(self) -> bool:
+        return any(v is not None for v in (self.ttft_ms, self.itl_ms, self.e2e_ms))
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """``run``: how long to simulate and what to record."""
+
+    max_sim_time_ms: Optional[float] = None
+    record_kv_events: bool = False     # keep every Stored/Removed KV event (result.kv_events)
+
+    def __post_init__(self):
+        _positive_number("max_sim_time_ms", self.max_sim_time_ms, allow_none=True)
+        _bool("record_kv_events", self.record_kv_events)
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A whole scenario: what to run (workload), on what (cluster), judged how (sla)."""
+
+    workload: WorkloadConfig
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    sla: SlaConfig = field(default_factory=SlaConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    name: str = "scenario"
+    seed: int = 0
+    source: Optional[str] = None       # the YAML file this came from, for messages
+
+    def __post_init__(self):
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError("seed", f"must be a non-negative integer, got {self.seed!r}")
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError("name", f"must be a non-empty string, got {self.name!r}")

@@ -1,0 +1,75 @@
+"""The workload as data: sessions of turns, each turn a prompt in compact form.
+
+A workload is built completely before the simulation starts (so two scenarios can be
+compared on the identical workload) and is never mutated by the simulation.
+
+Prompts stay in their compact *run* form: a prompt is the concatenation of runs, run i
+being the token id ``ids[i]`` repeated ``run_len`` times, the whole truncated to
+``length`` tokens.  This is exactly the reference's token synthesis for Mooncake traces
+(§7.1: canonical hash id i repeated ``trace_block_size`` times) and, with ``run_len`` equal
+to the engine block size and fresh ids, its synthetic generator (§7.5).  The engine hashes
+prompts at its own block size (``simmodel.engine.tokens``) only when a turn is dispatched.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """Token content of a prompt: ``ids[i]`` repeated ``run_len`` times, truncated to ``length``."""
+
+    ids: tuple[int, ...]
+    run_len: int
+    length: int
+
+    def __post_init__(self):
+        if self.length > len(self.ids) * self.run_len:
+            raise ValueError(
+                f"input_length {self.length} exceeds {len(self.ids)} blocks x {self.run_len} tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One request of a session.
+
+    ``arrival_ms`` is set on a session's first turn (already normalised so the earliest
+    first turn is at 0, and divided by the arrival speed-up).  Later turns have
+    ``delay_ms``: the time between the previous turn's completion and this turn's release.
+    ``line`` is the 1-based source line (for messages and default session names).
+    """
+
+    session_id: str
+    turn_index: int
+    prompt: Prompt
+    output_length: int
+    arrival_ms: Optional[float] = None
+    delay_ms: Optional[float] = None
+    output_token_ids: Optional[tuple[int, ...]] = None
+    line: Optional[int] = None
+
+    @property
+    def input_length(self) -> int:
+        return self.prompt.length
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """Turns released one after another (turn k+1 after turn k completes + its delay)."""
+
+    session_id: str
+    turns: tuple[Turn, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """All sessions of a run, in source order; ``source`` names where they came from."""
+
+    sessions: tuple[Session, ...]
+    source: str = ""
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def num_requests(self) -> int:
+        return sum(len(s.turns) for s in self.sessions)
