@@ -1,0 +1,25 @@
+"""simmodel: a SimPy simulator of LLM-serving clusters (after NVIDIA Dynamo's mocker).
+
+    import simmodel
+    sc = simmodel.load_scenario("scenarios/tiny.yaml")
+    res = simmodel.run(sc)        # Result: .summary (dict), .requests, .passes (DataFrames)
+"""
+from simmodel.config import Scenario
+from simmodel.errors import UserError
+from simmodel.result import Result
+
+
+def load_scenario(path: str) -> Scenario:
+    """Read a scenario YAML file (see docs/scenario.md)."""
+    from simmodel.scenario import load_scenario as _load
+    return _load(path)
+
+
+def run(scenario: Scenario, *, seed: int | None = None) -> Result:
+    """Simulate a scenario and return its Result."""
+    from simmodel.sim import run as _run
+    return _run(scenario, seed=seed)
+
+
+__all__ = ["Scenario", "Result", "UserError", "load_scenario", "run"]
+__version__ = "0.1.0"

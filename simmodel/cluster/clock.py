@@ -1,0 +1,44 @@
+"""Event priorities that reproduce the reference's ordering of same-time events (§3.1).
+
+At one timestamp the reference handles pass completions first, then arrivals (router
+placement + engine enqueue), and only then starts new passes.  SimPy orders events at
+equal times by (priority, insertion order), so:
+
+* a pass end is scheduled ``URGENT`` (before anything else at that time);
+* arrivals, session releases and completions' notifications are ordinary events;
+* a worker that is about to form a batch first waits on a ``LATE`` zero-delay event, so
+  every arrival at the current time (including ones caused by completions at this very
+  instant) is in its queue before the batch is formed.
+"""
+from __future__ import annotations
+
+from heapq import heappush
+
+import simpy
+
+URGENT, NORMAL, LATE = 0, 1, 2
+
+
+def event_at(env: simpy.Environment, delay: float, priority: int) -> simpy.Event:
+    """A pre-triggered event processed ``delay`` from now with the given priority."""
+    ev = simpy.Event(env)
+    ev._ok = True
+    ev._value = None
+    env.schedule(ev, priority, delay)
+    return ev
+
+
+def event_at_time(env: simpy.Environment, when: float, priority: int = NORMAL) -> simpy.Event:
+    """A pre-triggered event processed at the absolute time ``when`` (>= now).
+
+    ``env.timeout(when - env.now)`` would land on ``now + (when - now)``, which can differ
+    from ``when`` in the last bit; trace arrivals must land exactly on their timestamps so
+    that ties with pass ends are ordered as in the reference.
+    """
+    if when < env.now:
+        raise ValueError(f"time {when} is in the past (now {env.now})")
+    ev = simpy.Event(env)
+    ev._ok = True
+    ev._value = None
+    heappush(env._queue, (when, priority, next(env._eid), ev))
+    return ev

@@ -1,0 +1,113 @@
+"""An aggregated worker as a SimPy process: one forward pass at a time.
+
+The worker owns a pure ``VllmScheduler`` and drives it in simulated time:
+
+    idle ──(a request is submitted)──► barrier ──► schedule ──► pass ──► settle ─┐
+      ▲                                   ▲                                      │
+      └──────────── no work ──────────────┴──────────── work left ───────────────┘
+
+* The pass duration is fixed when the pass starts (from the batch formed then); requests
+  submitted during a pass wait for its end (reference §3.1).
+* Event budget: one ``URGENT`` pass-end event per forward pass, plus one ``LATE``
+  barrier event only when something else is scheduled at the same instant (so that
+  same-time arrivals join the batch), plus one wake-up event per idle period.  No event
+  per token or per request inside a pass.
+* Completed and rejected requests are handed to ``on_done`` callbacks (sessions,
+  routers) at the pass end.
+"""
+from __future__ import annotations
+
+import numpy as np
+import simpy
+
+from simmodel.cluster.clock import LATE, URGENT, event_at, event_at_time
+from simmodel.engine.request import EngineRequest
+from simmodel.engine.scheduler import VllmScheduler
+from simmodel.errors import UserError
+
+
+class Worker:
+    """One aggregated worker (one DP rank): a scheduler, its pass log, its process."""
+
+    def __init__(self, env: simpy.Environment, idx: int, scheduler: VllmScheduler,
+                 notify, record_events: bool = False):
+        self.env = env
+        self.idx = idx
+        self.sched = scheduler
+        self.notify = notify              # callable(request) at completion / rejection
+        self.wake: simpy.Event | None = None
+        self.passes: list[tuple] = []     # (start, end, prefill_tokens, n_prefill, n_decode, decode_tokens, kv_active)
+        self.record_events = record_events
+        self.kv_events: list[tuple] = []  # (time_ms, kind, hash)
+
+    def submit(self, req: EngineRequest) -> None:
+        """Enqueue a request; wakes the worker if it is idle."""
+        req.worker_idx = self.idx
+        self.sched.enqueue(req)
+        if self.wake is not None and not self.wake.triggered:
+            self.wake.succeed()
+
+    def run(self):
+        env, sched, passes, notify = self.env, self.sched, self.passes, self.notify
+        while True:
+            if not sched.has_work():
+                self.wake = env.event()
+                yield self.wake
+                self.wake = None
+            if env.peek() <= env.now:
+                # Let every arrival of this instant reach the queue before batching.
+                yield event_at(env, 0, LATE)
+            start = env.now
+            run = sched.decode_run()
+            if run is not None:
+                yield from self._decode_run(*run)
+                continue
+            plan = sched.schedule(start)
+            for r in plan.rejected:
+                notify(r)
+            if not plan.entries:
+                if plan.rejected or not sched.has_work():
+                    continue
+                head = sched.waiting[0]
+                raise UserError(
+                    f"request {head.session_id!r} turn {head.turn_index} "
+                    f"({head.seq_len} tokens) can never be scheduled on worker {self.idx}: "
+                    "it does not fit the KV pool or the token budget "
+                    "(enable_chunked_prefill, max_num_batched_tokens, num_gpu_blocks)")
+            yield event_at(env, plan.duration_ms, URGENT)
+            end = env.now
+            pass_idx = len(passes)
+            passes.append((start, end, plan.prefill_tokens, plan.num_prefill,
+                           plan.num_decode, plan.decode_tokens, plan.kv_blocks_active))
+            if self.record_events:
+                for kind, h in sched.kv.drain_events():
+                    self.kv_events.append((end, kind, h))
+            for r in sched.finish(plan, end, pass_idx):
+                notify(r)
+
+    def _decode_run(self, durations, total):
+        """Cover a run of pure-decode passes with one timeout, cut short by a submit.
+
+        Event budget: one ``URGENT`` event for the run's end, one wake-up if a request
+        is submitted mid-run, and then one ``URGENT`` event for the end of the pass in
+        flight at that moment.
+        """
+        env, sched = self.env, self.sched
+        start = env.now
+        ends = np.add.accumulate(np.concatenate(([start], durations)))[1:]
+        m = len(durations)
+        self.wake = env.event()
+        end_ev = event_at_time(env, float(ends[-1]), URGENT)
+        yield end_ev | self.wake
+        self.wake = None
+        if not end_ev.processed:
+            # A request arrived at t: passes that started before t run to their end.
+            t = env.now
+            # passes that started before t: pass j starts at ends[j-1] (pass 0 at start)
+            m = 0 if t <= start else min(len(durations), int(np.searchsorted(ends, t)) + 1)
+            if m and ends[m - 1] > t:
+                yield event_at_time(env, float(ends[m - 1]), URGENT)
+        events = self.kv_events if self.record_events else None
+        for r in sched.commit_decode_run(durations, total, m, start, len(self.passes),
+                                         self.passes, events):
+            self.notify(r)

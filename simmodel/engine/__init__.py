@@ -1,0 +1,1 @@
+"""Pure engine code (no SimPy): cost models, KV cache, schedulers, request state."""

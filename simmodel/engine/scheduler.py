@@ -1,0 +1,382 @@
+"""vLLM-style continuous-batching scheduler of one worker rank (reference §3.2).  Pure.
+
+One forward pass, formed by ``schedule(now)`` and settled by ``finish(plan, end_ms)``:
+
+1. Running requests first, in admission order: each takes ``min(seq_len − computed,
+   budget)`` tokens (1 for a decoder, the rest of the prompt for a chunking prefill).  KV
+   blocks are grown to cover the granted tokens; when the pool cannot supply them the
+   newest (lifo) or oldest (fifo) running request is preempted (blocks freed, computed
+   reset, back to the *front* of waiting, tokens it was granted this pass refunded) until
+   the growth succeeds or the victim is the request itself.
+2. Unless this pass preempted, waiting requests are admitted strictly FCFS while
+   ``running < max_num_seqs`` and budget remains: rejected if the prompt is
+   ``>= max_model_len`` or needs more blocks than the pool has; admitted only if the
+   blocks of its whole sequence minus its cached prefix fit in ``num_blocks − active``
+   (otherwise admission stops: head-of-line); a prefix hit is capped so at least one
+   token is computed.  Full blocks are cached as soon as they are scheduled, so a later
+   request in the same pass can hit them.
+3. Cost: ``prefill_ms`` over requests with prompt tokens in the pass (recomputed
+   generated tokens are free) + ``decode_ms`` over requests that emit a token from an
+   already computed prompt (their current length counts).  Requests finishing their
+   first prefill emit their first token at the pass end but are not in the decode term.
+4. At the pass end every request whose sequence is fully computed emits one token;
+   requests reaching their output length complete and release their blocks.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+from dataclasses import dataclass, field
+
+from simmodel.config import EngineConfig
+from simmodel.engine.kv_cache import KvCache
+from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
+from simmodel.engine.timing import TimingModel, batch_new_tokens
+
+
+@dataclass(slots=True)
+class PassPlan:
+    """A formed batch: ``entries`` are (request, tokens computed before, tokens granted)."""
+
+    entries: list = field(default_factory=list)
+    rejected: list = field(default_factory=list)
+    duration_ms: float = 0.0
+    prefill_tokens: int = 0
+    num_prefill: int = 0
+    num_decode: int = 0
+    decode_tokens: int = 0
+    kv_blocks_active: int = 0
+
+
+class VllmScheduler:
+    """Waiting queue, running list and KV cache of one rank, and the pass rules above."""
+
+    def __init__(self, engine: EngineConfig, timing: TimingModel, *, record_events: bool = False):
+        self.bs = engine.effective_block_size
+        self.num_blocks = engine.num_gpu_blocks
+        self.max_batched = engine.max_num_batched_tokens
+        self.max_seqs = engine.max_num_seqs
+        self.lifo = engine.preemption_mode == "lifo"
+        self.chunked = engine.enable_chunked_prefill
+        self.caching = engine.enable_prefix_caching
+        self.max_model_len = engine.max_model_len
+        self.timing = timing
+        self.kv = KvCache(self.num_blocks, self.bs, caching=self.caching,
+                          record_events=record_events)
+        self.waiting: deque[EngineRequest] = deque()
+        self.running: list[EngineRequest] = []
+        self.committed_prefill_tokens = 0
+        self.preemptions = 0
+
+    # -- queue ------------------------------------------------------------------------
+    def enqueue(self, req: EngineRequest) -> None:
+        req.state = WAITING
+        self.waiting.append(req)
+
+    def has_work(self) -> bool:
+        return bool(self.running) or bool(self.waiting)
+
+    # -- KV helpers -------------------------------------------------------------------
+    def _grow(self, r: EngineRequest, total_tokens: int) -> bool:
+        """Hold blocks for ``total_tokens`` of ``r`` and cache the full ones."""
+        bs = self.bs
+        need = -(-total_tokens // bs) - (len(r.cached) + r.n_private)
+        if need > 0:
+            if not self.kv.allocate(need):
+                return False
+            r.n_private += need
+        if self.caching:
+            full = total_tokens // bs
+            cached = r.cached
+            if full > len(cached):
+                hashes = r.seq.ensure(full)
+                kv = self.kv
+                r.n_private -= full - len(cached)     # these private blocks become cached
+                for b in range(len(cached), full):
+                    h = hashes[b]
+                    kv.register(h)
+                    cached.append(h)
+        return True
+
+    def _release(self, r: EngineRequest) -> None:
+        self.kv.release(r.cached, r.n_private)
+        r.cached = []
+        r.n_private = 0
+
+    def _preempt(self, v: EngineRequest, plan: PassPlan) -> int:
+        """Preempt ``v``; returns the budget refunded (tokens it was granted this pass)."""
+        self._release(v)
+        v.computed = 0
+        v.state = WAITING
+        self.running.remove(v)
+        self.waiting.appendleft(v)
+        self.preemptions += 1
+        refund = v.pass_take
+        if refund:
+            plan.entries = [e for e in plan.entries if e[0] is not v]
+            v.pass_take = 0
+        return refund
+
+    def _rejects(self, r: EngineRequest) -> bool:
+        if self.max_model_len is not None and r.prompt_len >= self.max_model_len:
+            return True
+        return -(-r.prompt_len // self.bs) > self.num_blocks
+
+    # -- one pass ---------------------------------------------------------------------
+    def schedule(self, now: float) -> PassPlan:
+        """Form the next batch at time ``now`` (mutates queues and KV)."""
+        plan = PassPlan()
+        entries = plan.entries
+        budget = self.max_batched
+        preempted = False
+        running = self.running
+        for r in list(running):
+            if r.state != RUNNING:
+                continue                      # preempted earlier in this pass
+            want = r.seq_len - r.computed
+            if not self.chunked and want > budget:
+                break
+            take = want if want < budget else budget
+            if take <= 0:
+                break
+            while not self._grow(r, r.computed + take):
+                victim = running[-1] if self.lifo else running[0]
+                budget += self._preempt(victim, plan)
+                preempted = True
+                if victim is r:
+                    break
+            if r.state != RUNNING:
+                continue
+            entries.append((r, r.computed, take))
+            r.pass_take = take
+            r.computed += take
+            budget -= take
+        if not preempted:
+            budget = self._admit(now, plan, budget)
+        self._cost(plan)
+        for r, _, _ in entries:
+            r.pass_take = 0
+        plan.kv_blocks_active = self.kv.active_blocks
+        return plan
+
+    def _admit(self, now: float, plan: PassPlan, budget: int) -> int:
+        waiting, running, kv, bs = self.waiting, self.running, self.kv, self.bs
+        while waiting and budget > 0 and len(running) < self.max_seqs:
+            r = waiting[0]
+            if r.admissions == 0 and self._rejects(r):
+                waiting.popleft()
+                r.state = DONE
+                r.status = "rejected"
+                r.terminal_ms = now
+                plan.rejected.append(r)
+                continue
+            seq_len = r.seq_len
+            hit_blocks = 0
+            hashes = None
+            if self.caching:
+                cap = (seq_len - 1) // bs
+                hashes = r.seq.ensure(seq_len // bs)
+                hit_blocks = kv.lookup(hashes, cap)
+            if self.num_blocks - kv.active_blocks < -(-seq_len // bs) - hit_blocks:
+                break                          # head-of-line: wait for capacity
+            hit = hit_blocks * bs
+            want = seq_len - hit
+            if not self.chunked and want > budget:
+                break
+            take = want if want < budget else budget
+            for h in hashes[:hit_blocks] if hit_blocks else ():
+                kv.acquire(h)
+            r.cached = list(hashes[:hit_blocks]) if hit_blocks else []
+            r.n_private = 0
+            if not self._grow(r, hit + take):
+                self._release(r)
+                break
+            waiting.popleft()
+            running.append(r)
+            r.state = RUNNING
+            r.computed = hit + take
+            r.pass_take = take
+            if r.admissions == 0:
+                r.first_admit_ms = now
+                r.first_reused = hit
+            if hit > r.reused:
+                r.reused = hit
+            r.admissions += 1
+            plan.entries.append((r, hit, take))
+            budget -= take
+        return budget
+
+    def _cost(self, plan: PassPlan) -> None:
+        n = s_isl = s_pfx = n_dec = dec_tokens = 0
+        for r, before, take in plan.entries:
+            after = before + take
+            plen = r.prompt_len
+            if before < plen:
+                n += 1
+                s_isl += after if after < plen else plen
+                s_pfx += before
+            if r.generated and after == r.seq_len:
+                n_dec += 1
+                dec_tokens += r.seq_len
+        if n:
+            t = batch_new_tokens(n, s_isl, s_pfx)
+            plan.prefill_tokens = t
+            self.committed_prefill_tokens += s_isl - s_pfx
+        plan.num_prefill = n
+        plan.num_decode = n_dec
+        plan.decode_tokens = dec_tokens
+        timing = self.timing
+        plan.duration_ms = timing.prefill_ms(n, s_isl, s_pfx) + timing.decode_ms(n_dec, dec_tokens)
+
+    def finish(self, plan: PassPlan, end_ms: float, pass_idx: int) -> list[EngineRequest]:
+        """Settle a pass at its end: emit tokens, complete requests.  Returns the
+        requests that completed."""
+        done = []
+        for r, before, take in plan.entries:
+            if r.computed != r.seq_len:
+                continue                       # mid-prompt chunk: nothing to emit
+            g = r.generated + 1
+            r.generated = g
+            if g == 1:
+                r.first_token_ms = end_ms
+            else:
+                if g == 2:
+                    r.second_token_ms = end_ms
+                if r.last_pass == pass_idx - 1:
+                    segs = r.segs
+                    if segs and segs[-1] == pass_idx - 1:
+                        segs[-1] = pass_idx
+                    else:
+                        segs.append(pass_idx)
+                        segs.append(pass_idx)
+                else:
+                    r.bridges.append(end_ms - r.last_token_ms)
+            r.last_token_ms = end_ms
+            r.last_pass = pass_idx
+            if g >= r.max_output:
+                r.state = DONE
+                r.status = "completed"
+                r.terminal_ms = end_ms
+                self._release(r)
+                done.append(r)
+        if done:
+            self.running = [r for r in self.running if r.state == RUNNING]
+        return done
+
+    # -- coalesced decode runs ------------------------------------------------------------
+    def decode_run(self, max_passes: int = 4096):
+        """If the batch cannot change until a request completes, return the pass
+        durations of that run of pure-decode passes (numpy array, length >= 2); else None.
+
+        The batch is frozen when every running request is decoding (1 token per pass,
+        all within the budget), nothing can be admitted (waiting queue empty, or
+        ``max_num_seqs`` reached), and the pool can supply every block the run needs
+        (so nothing is preempted).  The run ends with the pass in which the first
+        request completes.  Nothing is mutated: ``commit_decode_run`` applies passes.
+        """
+        running = self.running
+        n = len(running)
+        if n == 0 or n > self.max_batched or (self.waiting and n < self.max_seqs):
+            return None
+        k = max_passes
+        total = 0
+        for r in running:
+            if not r.generated or r.computed != r.seq_len - 1:
+                return None
+            left = r.max_output - r.generated
+            if left < k:
+                k = left
+            total += r.seq_len
+        if k < 2:
+            return None
+        bs = self.bs
+        avail = self.kv.available
+        # Blocks the run needs: a decoder at computed c grows to c + k tokens.
+        need = 0
+        for r in running:
+            need += -(-(r.computed + k) // bs) - (len(r.cached) + r.n_private)
+        if need > avail:
+            return None
+        active = total + n * np.arange(k, dtype=np.int64)
+        return self.timing.decode_ms_array(n, active), total
+
+    def commit_decode_run(self, durations, total: int, m: int, start: float,
+                          pass_idx0: int, passes: list, kv_events: list | None) -> list:
+        """Apply the first ``m`` passes of a run from ``decode_run`` (started at
+        ``start``): KV growth in the order per-pass scheduling would do it, tokens,
+        pass-log rows, completions.  Returns the completed requests."""
+        if m == 0:
+            return []
+        running = self.running
+        n = len(running)
+        bs = self.bs
+        ends = np.add.accumulate(np.concatenate(([start], durations[:m])))
+        # KV work happens only where a decoder crosses a block boundary.
+        work = []
+        for order, r in enumerate(running):
+            c = r.computed
+            j = (-c) % bs                      # first j with (c + j) % bs == 0: new block
+            while j < m:
+                work.append((j, order, r))
+                j += bs
+            j = (-(c + 1)) % bs                # first j with (c + j + 1) % bs == 0: block full
+            while j < m:
+                work.append((j, order, r))
+                j += bs
+        kv_active = np.empty(m, dtype=np.int64)
+        kv = self.kv
+        last_j = 0
+        if work:
+            work.sort(key=lambda w: (w[0], w[1]))
+            base = {id(r): r.computed for r in running}
+            for j, _, r in work:
+                if j != last_j:
+                    kv_active[last_j:j] = kv.active_blocks
+                    if kv_events is not None:
+                        for kind, h in kv.drain_events():
+                            kv_events.append((float(ends[last_j + 1]), kind, h))
+                    last_j = j
+                self._grow(r, base[id(r)] + j + 1)
+        kv_active[last_j:] = kv.active_blocks
+        if kv_events is not None:
+            for kind, h in kv.drain_events():
+                kv_events.append((float(ends[last_j + 1]), kind, h))
+        starts = ends[:-1]
+        stops = ends[1:]
+        first_end = float(stops[0])
+        last_end = float(stops[-1])
+        last_idx = pass_idx0 + m - 1
+        zeros = [0] * m
+        passes.extend(zip(starts.tolist(), stops.tolist(), zeros, zeros, [n] * m,
+                          (total + n * np.arange(m, dtype=np.int64)).tolist(), kv_active.tolist()))
+        done = []
+        for r in running:
+            g0 = r.generated
+            r.generated = g0 + m
+            r.computed += m
+            if g0 == 1:
+                r.second_token_ms = first_end
+            segs = r.segs
+            if r.last_pass == pass_idx0 - 1:
+                if segs and segs[-1] == pass_idx0 - 1:
+                    segs[-1] = last_idx
+                else:
+                    segs.append(pass_idx0)
+                    segs.append(last_idx)
+            else:
+                r.bridges.append(first_end - r.last_token_ms)
+                if m > 1:
+                    segs.append(pass_idx0 + 1)
+                    segs.append(last_idx)
+            r.last_token_ms = last_end
+            r.last_pass = last_idx
+            if r.generated >= r.max_output:
+                r.state = DONE
+                r.status = "completed"
+                r.terminal_ms = last_end
+                self._release(r)
+                done.append(r)
+        if done:
+            self.running = [r for r in running if r.state == RUNNING]
+        return done

@@ -1,0 +1,95 @@
+"""Token sequences and their chained block hashes, without materialising tokens.
+
+A request's sequence is its prompt (runs of repeated token ids, see
+``simmodel.workload.model.Prompt``) followed by the tokens it generates.  The KV cache
+identifies a full block of ``block_size`` tokens by a *sequence hash*: a hash of the
+parent block's sequence hash and the block's own content, so equal prefixes give equal
+chains (reference §4).  Block content is described by segments instead of token lists:
+
+* ``(token_id, count)`` for a stretch of one repeated prompt token;
+* ``(OUT, uid, first, count)`` for generated tokens ``first..first+count-1`` of request
+  ``uid`` when their ids are not modelled (they are unique to the request);
+* a tuple of explicit token ids when they are (delta prompts).
+
+Only equality matters, so Python's tuple hash (deterministic for ints) is the hash.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from simmodel.workload.model import Prompt
+
+ROOT = 1337     # parent "hash" of a sequence's first block
+OUT = -1        # marker of a generated-token segment
+
+
+class TokenSequence:
+    """The hash chain of one request's prompt + generated tokens at one block size.
+
+    ``hashes[i]`` is the sequence hash of full block i; it is extended lazily by
+    ``ensure(n_blocks)`` as the sequence grows (prompt blocks at creation, output blocks
+    when decoding fills them).
+    """
+
+    __slots__ = ("prompt", "bs", "uid", "output_ids", "hashes")
+
+    def __init__(self, prompt: Prompt, block_size: int, uid: int,
+                 output_ids: Optional[Sequence[int]] = None):
+        self.prompt = prompt
+        self.bs = block_size
+        self.uid = uid
+        self.output_ids = output_ids
+        self.hashes: list[int] = []
+        self.ensure(prompt.length // block_size)
+
+    def ensure(self, n_blocks: int) -> list[int]:
+        """Make ``hashes`` hold at least ``n_blocks`` entries (all must be full blocks of
+        the sequence as it stands, i.e. n_blocks * bs <= prompt + generated)."""
+        hashes = self.hashes
+        if len(hashes) >= n_blocks:
+            return hashes
+        bs = self.bs
+        ids, run, plen = self.prompt.ids, self.prompt.run_len, self.prompt.length
+        parent = hashes[-1] if hashes else ROOT
+        for b in range(len(hashes), n_blocks):
+            start = b * bs
+            end = start + bs
+            if end <= plen:
+                i0 = start // run
+                i1 = (end - 1) // run
+                if i0 == i1:
+                    local = (ids[i0], bs)
+                else:
+                    parts: list = []
+                    for i in range(i0, i1 + 1):
+                        _append_run(parts, ids[i], min(end, (i + 1) * run) - max(start, i * run))
+                    local = parts[0] if len(parts) == 1 else tuple(parts)
+            else:
+                local = self._mixed_content(start, end, ids, run, plen)
+            parent = hash((parent, local))
+            hashes.append(parent)
+        return hashes
+
+    def _mixed_content(self, start: int, end: int, ids, run: int, plen: int):
+        """Canonical content of a block that is not one prompt run: run-length pairs with
+        equal neighbours merged (so equal tokens give equal content however they were
+        produced); a lone run is the pair itself, as in the fast path."""
+        parts: list = []
+        if start < plen:
+            for i in range(start // run, (plen - 1) // run + 1):
+                _append_run(parts, ids[i], min(plen, (i + 1) * run) - max(start, i * run))
+        first = max(start, plen) - plen
+        count = end - max(start, plen)
+        if self.output_ids is None:
+            parts.append((OUT, self.uid, first, count))
+        else:
+            for tok in self.output_ids[first:first + count]:
+                _append_run(parts, tok, 1)
+        return parts[0] if len(parts) == 1 else tuple(parts)
+
+
+def _append_run(parts: list, token: int, count: int) -> None:
+    if parts and len(parts[-1]) == 2 and parts[-1][0] == token:
+        parts[-1] = (token, parts[-1][1] + count)
+    else:
+        parts.append((token, count))

@@ -1,0 +1,89 @@
+"""Turn what the processes recorded into tidy tables, once, after ``env.run()``.
+
+The hot path only appended tuples (pass log) and set fields on request records; here
+they become DataFrames with the columns declared in ``simmodel.result``.
+
+ITL samples are rebuilt without a per-token list: a request's gap to a token emitted in
+the pass right after the pass of its previous token equals that pass's duration, so each
+pass carries a weight (how many completed requests had such a gap in it, from the
+requests' ``segs`` ranges via a difference array); the other gaps (``bridges``) are
+individual samples of weight 1.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from simmodel.result import PASS_COLUMNS, REQUEST_COLUMNS
+
+
+def requests_frame(requests, unreleased) -> pd.DataFrame:
+    """``requests``: EngineRequests in release order; ``unreleased``: workload turns that
+    never reached the cluster (the run was cut short)."""
+    rows = []
+    for r in requests:
+        n = r.generated
+        first, last = r.first_token_ms, r.last_token_ms
+        rows.append((
+            r.session_id, r.turn_index, r.uid, r.arrival_ms, r.first_admit_ms,
+            first, r.second_token_ms, last, r.terminal_ms,
+            first - r.arrival_ms, r.second_token_ms - first, last - r.arrival_ms,
+            (last - first) / (n - 1) if n >= 2 else math.nan,
+            r.prompt_len, r.requested_output, n, r.reused, r.first_reused,
+            r.worker_idx, r.admissions, max(0, r.admissions - 1), r.status,
+        ))
+    nan = math.nan
+    for t in unreleased:
+        rows.append((t.session_id, t.turn_index, -1, nan, nan, nan, nan, nan, nan, nan, nan,
+                     nan, nan, t.input_length, t.output_length, 0, 0, 0, -1, 0, 0, "incomplete"))
+    df = pd.DataFrame.from_records(rows, columns=list(REQUEST_COLUMNS))
+    return df
+
+
+def passes_frame(workers) -> pd.DataFrame:
+    frames = []
+    for w in workers:
+        if not w.passes:
+            continue
+        arr = np.asarray(w.passes, dtype=float)
+        f = pd.DataFrame(arr, columns=list(PASS_COLUMNS[1:]))
+        f.insert(0, "worker", w.idx)
+        frames.append(f)
+    if not frames:
+        return pd.DataFrame(columns=list(PASS_COLUMNS))
+    df = pd.concat(frames, ignore_index=True)
+    for c in ("prefill_tokens", "num_prefill", "num_decode", "decode_tokens", "kv_blocks_active"):
+        df[c] = df[c].astype(np.int64)
+    return df
+
+
+def itl_samples(requests, workers) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted pooled ITL gaps of the *completed* requests: (gaps_ms, weights)."""
+    by_worker: dict[int, list[int]] = {}
+    bridges: list[float] = []
+    for r in requests:
+        if r.status != "completed":
+            continue
+        if r.segs:
+            by_worker.setdefault(r.worker_idx, []).extend(r.segs)
+        if r.bridges:
+            bridges.extend(r.bridges)
+    gaps = [np.asarray(bridges, dtype=float)]
+    weights = [np.ones(len(bridges), dtype=np.int64)]
+    for w in workers:
+        segs = by_worker.get(w.idx)
+        if not segs:
+            continue
+        log = np.asarray(w.passes, dtype=float)
+        durations = log[:, 1] - log[:, 0]
+        se = np.asarray(segs, dtype=np.int64).reshape(-1, 2)
+        diff = np.zeros(len(durations) + 1, dtype=np.int64)
+        np.add.at(diff, se[:, 0], 1)
+        np.add.at(diff, se[:, 1] + 1, -1)
+        wt = np.cumsum(diff[:-1])
+        keep = wt > 0
+        gaps.append(durations[keep])
+        weights.append(wt[keep])
+    return np.concatenate(gaps), np.concatenate(weights)

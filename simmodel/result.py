@@ -1,0 +1,61 @@
+"""What a run returns: summary metrics and tidy tables."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import pandas as pd
+
+#: Columns of ``Result.requests`` (one row per request, in arrival order).
+REQUEST_COLUMNS = (
+    "session_id",            # str
+    "turn_index",            # int
+    "request_id",            # int, dispatch order (0-based), unique per run
+    "arrival_time_ms",       # release time into the cluster (dispatch time)
+    "first_admit_ms",        # first admission into a worker's running set (NaN if never)
+    "first_token_ms",
+    "second_token_ms",
+    "last_token_ms",
+    "terminal_time_ms",      # completion / rejection time (NaN if incomplete)
+    "ttft_ms",               # first_token - arrival
+    "ttst_ms",               # second_token - first_token
+    "e2e_latency_ms",        # last_token - arrival
+    "itl_ms",                # (last - first) / (output_length - 1), NaN if < 2 tokens
+    "input_length",
+    "requested_output_length",
+    "output_length",         # tokens actually emitted
+    "reused_input_tokens",   # max cached-prefix tokens over all admissions
+    "first_admission_reused_input_tokens",
+    "decode_worker_idx",     # worker index (x dp + rank); -1 if never routed
+    "admission_count",
+    "readmission_count",
+    "terminal_status",       # completed | rejected | incomplete
+)
+
+#: Columns of ``Result.passes`` (one row per forward pass).
+PASS_COLUMNS = (
+    "worker",
+    "start_ms",
+    "end_ms",
+    "prefill_tokens",      # new prompt tokens charged to the pass (t of §2.1)
+    "num_prefill",         # requests with prompt tokens in the pass
+    "num_decode",          # requests decoding in the pass
+    "decode_tokens",       # Σ sequence lengths of the decoders (active_tokens of §2.2)
+    "kv_blocks_active",    # blocks referenced by live requests after scheduling
+)
+
+
+@dataclass
+class Result:
+    """The outcome of ``simmodel.run``.
+
+    ``summary`` uses the reference's key names (see docs/metrics.md); ``requests`` and
+    ``passes`` are DataFrames with ``REQUEST_COLUMNS`` / ``PASS_COLUMNS``; ``kv_events``
+    (time_ms, worker, kind, block_hash) only when ``run.record_kv_events`` is set.
+    """
+
+    summary: dict
+    requests: pd.DataFrame
+    passes: pd.DataFrame
+    kv_events: Optional[pd.DataFrame] = None
+    scenario: object = None

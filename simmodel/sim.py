@@ -1,0 +1,120 @@
+"""Build a cluster for a scenario, run it, collect the result.
+
+``build`` elaborates everything (workload, schedulers, workers, router, driver) and
+checks it before any process starts; ``run`` executes the SimPy environment and turns the
+records into a ``Result``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+import simpy
+
+from simmodel.cluster.driver import Driver
+from simmodel.cluster.router import RoundRobin
+from simmodel.cluster.worker import Worker
+from simmodel.config import Scenario
+from simmodel.engine.kv_cache import STORED
+from simmodel.engine.scheduler import VllmScheduler
+from simmodel.engine.timing import make_timing
+from simmodel.errors import UserError
+from simmodel.metrics.collect import itl_samples, passes_frame, requests_frame
+from simmodel.metrics.summary import summarize
+from simmodel.result import Result
+from simmodel.rng import Streams
+from simmodel.workload.model import Workload
+
+
+@dataclass
+class Cluster:
+    env: simpy.Environment
+    workers: list
+    router: object
+    driver: Driver
+    workload: Workload
+
+
+def check_schedulable(workload: Workload, scenario: Scenario) -> None:
+    """Refuse up front a prompt that no pass could ever take (the reference aborts the
+    replay on it): with chunked prefill off, a prompt longer than the token budget."""
+    eng = scenario.cluster.engine
+    if eng.enable_chunked_prefill:
+        return
+    for s in workload.sessions:
+        for t in s.turns:
+            rejected = eng.max_model_len is not None and t.input_length >= eng.max_model_len
+            too_big = -(-t.input_length // eng.effective_block_size) > eng.num_gpu_blocks
+            if t.input_length > eng.max_num_batched_tokens and not rejected and not too_big:
+                where = f"{workload.source}:{t.line}" if t.line else workload.source
+                raise UserError(
+                    f"{where}: request {t.session_id!r} has {t.input_length} prompt tokens, more "
+                    f"than max_num_batched_tokens={eng.max_num_batched_tokens} with "
+                    "enable_chunked_prefill: false; it can never be scheduled")
+
+
+def build(scenario: Scenario, streams: Streams) -> Cluster:
+    eng = scenario.cluster.engine
+    bs = eng.effective_block_size
+    from simmodel.workload.build import build_workload
+    workload = build_workload(scenario.workload, engine_block_size=bs, streams=streams)
+    check_schedulable(workload, scenario)
+    env = simpy.Environment()
+    timing = make_timing(eng)
+    record = scenario.run.record_kv_events
+    workers: list[Worker] = []
+    router = RoundRobin(workers)
+    driver = Driver(env, workload, router, block_size=bs, max_model_len=eng.max_model_len)
+    for i in range(scenario.cluster.workers):
+        sched = VllmScheduler(eng, timing, record_events=record)
+        workers.append(Worker(env, i, sched, driver.on_done, record_events=record))
+    for w in workers:
+        env.process(w.run())
+    env.process(driver.run())
+    return Cluster(env, workers, router, driver, workload)
+
+
+def run(scenario: Scenario, *, seed: int | None = None) -> Result:
+    """Simulate ``scenario`` (optionally with another seed) and return its Result."""
+    if seed is not None:
+        scenario = dataclasses.replace(scenario, seed=seed)
+    t0 = time.perf_counter()
+    cluster = build(scenario, Streams(scenario.seed))
+    until = scenario.run.max_sim_time_ms
+    cluster.env.run(until=until)
+    wall_ms = (time.perf_counter() - t0) * 1000.0
+    return collect(scenario, cluster, wall_ms)
+
+
+def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
+    reqs = cluster.driver.requests
+    released = {(r.session_id, r.turn_index) for r in reqs}
+    unreleased = [t for s in cluster.workload.sessions for t in s.turns
+                  if (t.session_id, t.turn_index) not in released]
+    requests = requests_frame(reqs, unreleased)
+    passes = passes_frame(cluster.workers)
+    gaps, weights = itl_samples(reqs, cluster.workers)
+    done = requests[requests.terminal_status == "completed"]
+    duration_ms = float(done.terminal_time_ms.max()) if len(done) else 0.0
+    eng = scenario.cluster.engine
+    summary = summarize(
+        requests, gaps, weights,
+        num_requests=len(reqs),
+        committed_prefill_tokens=sum(w.sched.committed_prefill_tokens for w in cluster.workers),
+        decode_worker_seconds=len(cluster.workers) * duration_ms / 1000.0,
+        prefill_worker_seconds=0.0,
+        decode_gpus_per_worker=eng.gpus_per_worker,
+        prefill_gpus_per_worker=0,
+        wall_time_ms=wall_ms,
+        sla=scenario.sla,
+    )
+    kv_events = None
+    if scenario.run.record_kv_events:
+        rows = [(t, w.idx, "stored" if k == STORED else "removed", h)
+                for w in cluster.workers for (t, k, h) in w.kv_events]
+        kv_events = pd.DataFrame(rows, columns=["time_ms", "worker", "kind", "block_hash"])
+        kv_events = kv_events.sort_values(["time_ms", "worker"], kind="stable", ignore_index=True)
+    return Result(summary=summary, requests=requests, passes=passes, kv_events=kv_events,
+                  scenario=scenario)
