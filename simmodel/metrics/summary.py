@@ -1,0 +1,293 @@
+"""The run summary: per-request records and pooled ITL samples in, one flat dict out.
+
+Pure pandas/numpy, no SimPy.  Every key is the reference's (``dynamo-mocker`` §8) and is
+defined, with its formula, in ``docs/metrics.md``; this module is the executable form of
+that glossary.
+
+Only requests whose ``terminal_status`` is ``"completed"`` enter the statistics: rejected
+requests and those still running when the simulation stopped are excluded (the arrival
+count ``num_requests`` is passed in separately).
+
+Statistics (``mean min max median p75 p90 p95 p99 std``) are exact:
+
+* percentiles are nearest-rank, the sorted value at index ``round((n-1)·p/100)`` with
+  ties rounded half away from zero (:func:`percentile_index`);
+* ``std`` is the population standard deviation;
+* the inter-token-latency samples arrive run-length encoded, ``gaps[i]`` occurring
+  ``weights[i]`` times, and :func:`weighted_stats` computes the statistics of the
+  expanded sequence without expanding it (sort + cumulative weights, O(n log n)).
+
+An empty sample set gives ``None`` (JSON null) for each of its nine statistics; a ratio
+or throughput whose denominator is zero is ``0.0``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from simmodel.config import SlaConfig
+
+#: (key prefix, percentile) of the reported percentiles, in report order.
+PERCENTILES = (("median", 50), ("p75", 75), ("p90", 90), ("p95", 95), ("p99", 99))
+
+#: The nine statistics reported for every sample set, in report order.
+STAT_NAMES = ("mean", "min", "max") + tuple(name for name, _ in PERCENTILES) + ("std",)
+
+#: Sample sets reported in milliseconds (keys ``<stat>_<name>_ms``), in report order.
+LATENCY_METRICS = ("ttft", "ttst", "tpot", "itl", "e2e_latency")
+
+#: The per-user decode speed (keys ``<stat>_output_token_throughput_per_user``).
+PER_USER_THROUGHPUT = "output_token_throughput_per_user"
+
+_HEAD_KEYS = (
+    "kv_eviction_policy",
+    "committed_prefill_tokens",
+    "num_requests",
+    "completed_requests",
+    "total_input_tokens",
+    "total_output_tokens",
+    "duration_ms",
+    "wall_time_ms",
+    "request_throughput_rps",
+    "input_throughput_tok_s",
+    "output_throughput_tok_s",
+    "total_throughput_tok_s",
+    "prefill_worker_seconds",
+    "decode_worker_seconds",
+    "prefill_gpus_per_worker",
+    "decode_gpus_per_worker",
+    "gpu_hours",
+    "power_w",
+    "power_coverage",
+    "processed_tokens",
+    "processed_tokens_per_s",
+    "processed_output_tokens_per_s",
+    "prefix_cache_reused_ratio",
+    "first_admission_prefix_cache_reused_ratio",
+    "num_ttft_samples",
+    "num_tpot_samples",
+    "num_e2e_latency_samples",
+)
+
+#: Every summary key, in order, when no SLA is set.
+SUMMARY_KEYS = (
+    _HEAD_KEYS
+    + tuple(f"{stat}_{metric}_ms" for metric in LATENCY_METRICS for stat in STAT_NAMES)
+    + tuple(f"{stat}_{PER_USER_THROUGHPUT}" for stat in STAT_NAMES)
+)
+
+#: Keys appended after ``SUMMARY_KEYS`` when ``sla.is_set``.
+GOODPUT_KEYS = (
+    "goodput_completed_requests",
+    "goodput_request_throughput_rps",
+    "goodput_output_throughput_tok_s",
+)
+
+_REQUIRED_COLUMNS = (
+    "terminal_status", "terminal_time_ms", "ttft_ms", "ttst_ms", "itl_ms", "e2e_latency_ms",
+    "input_length", "output_length", "reused_input_tokens",
+    "first_admission_reused_input_tokens",
+)
+
+
+def percentile_index(n: int, p: float) -> int:
+    """Index into ``n`` sorted samples of the ``p``-th percentile (0 ≤ p ≤ 100).
+
+    ``round((n-1)·p/100)`` rounding half away from zero, so ``n=2, p=50`` → 1 and
+    ``n=4, p=50`` → 2 (Python's ``round`` would give 0 and 2).
+    """
+    if n <= 0:
+        raise ValueError(f"percentile of an empty sample set (n={n})")
+    if not 0 <= p <= 100:
+        raise ValueError(f"percentile must be in [0, 100], got {p!r}")
+    q = (n - 1) * p / 100.0
+    lower = math.floor(q)
+    # q - lower is exact in floating point (lower <= q < lower + 1).
+    return int(lower + 1) if q - lower >= 0.5 else int(lower)
+
+
+def weighted_stats(values, weights=None) -> dict[str, Optional[float]]:
+    """The nine statistics of ``values[i]`` repeated ``weights[i]`` times.
+
+    ``weights`` are non-negative integers (default: all 1); zero-weight entries are
+    ignored.  The result equals that of the expanded sequence
+    ``np.repeat(values, weights)`` — min, max and percentiles exactly, mean and population
+    std up to floating-point summation order — without building it.  Returns
+    ``{name: None}`` for every statistic when the expanded sequence is empty.
+    """
+    v = np.asarray(values, dtype=float).ravel()
+    if weights is None:
+        w = np.ones(v.shape, dtype=np.int64)
+    else:
+        w_raw = np.asarray(weights).ravel()
+        if w_raw.shape != v.shape:
+            raise ValueError(f"{v.size} values but {w_raw.size} weights")
+        if w_raw.dtype.kind in "iu":
+            bad = w_raw.size > 0 and bool(np.any(w_raw < 0))
+        else:
+            bad = w_raw.size > 0 and not bool(np.all(np.isfinite(w_raw) & (w_raw >= 0)
+                                                     & (w_raw == np.floor(w_raw))))
+        if bad:
+            raise ValueError("weights must be non-negative integers")
+        w = w_raw.astype(np.int64)
+        keep = w > 0
+        v, w = v[keep], w[keep]
+    if v.size == 0:
+        return {name: None for name in STAT_NAMES}
+    if not np.all(np.isfinite(v)):
+        raise ValueError("sample values must be finite")
+
+    order = np.argsort(v, kind="stable")
+    v, w = v[order], w[order]
+    cum = np.cumsum(w)
+    total = int(cum[-1])
+    mean = float(np.dot(w.astype(float), v) / total)
+    var = float(np.dot(w.astype(float), (v - mean) ** 2) / total)
+
+    stats: dict[str, Optional[float]] = {
+        "mean": mean,
+        "min": float(v[0]),
+        "max": float(v[-1]),
+    }
+    # Expanded position k holds v[j] for the first j whose cumulative weight exceeds k.
+    for name, p in PERCENTILES:
+        k = percentile_index(total, p)
+        stats[name] = float(v[int(np.searchsorted(cum, k, side="right"))])
+    stats["std"] = math.sqrt(var)
+    return stats
+
+
+def _per_second(count: float, duration_ms: float) -> float:
+    return float(count / (duration_ms / 1000.0)) if duration_ms > 0 else 0.0
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return float(numerator / denominator) if denominator > 0 else 0.0
+
+
+def _floats(series: pd.Series) -> np.ndarray:
+    """A numeric column as float64, missing values (NaN, None, pd.NA) as NaN."""
+    return pd.to_numeric(series).to_numpy(dtype=float, na_value=np.nan)
+
+
+def _good_mask(done: pd.DataFrame, sla: SlaConfig) -> np.ndarray:
+    """Completed requests meeting every SLA threshold that is set (NaN never meets one)."""
+    ttft = _floats(done["ttft_ms"])
+    e2e = _floats(done["e2e_latency_ms"])
+    n = _floats(done["output_length"])
+    good = np.ones(len(done), dtype=bool)
+    if sla.ttft_ms is not None:
+        good &= ttft <= sla.ttft_ms
+    if sla.itl_ms is not None:
+        multi = n >= 2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            itl = (e2e - ttft) / np.where(multi, n - 1, 1.0)
+        good &= ~multi | (itl <= sla.itl_ms)
+    if sla.e2e_ms is not None:
+        good &= e2e <= sla.e2e_ms
+    return good
+
+
+def _samples(done: pd.DataFrame, column: str) -> np.ndarray:
+    """The non-NaN values of ``column`` over the completed requests."""
+    col = _floats(done[column])
+    return col[~np.isnan(col)]
+
+
+def _int_sum(series: pd.Series) -> int:
+    """Sum of a token-count column as a Python int (exact for integer dtypes)."""
+    if not len(series):
+        return 0
+    total = pd.to_numeric(series).sum()
+    return int(total) if isinstance(total, (int, np.integer)) else int(round(float(total)))
+
+
+def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.ndarray, *,
+              num_requests: int, committed_prefill_tokens: int,
+              decode_worker_seconds: float, prefill_worker_seconds: float,
+              decode_gpus_per_worker: int, prefill_gpus_per_worker: int,
+              wall_time_ms: float, sla: SlaConfig) -> dict:
+    """The run's summary dict, keys in the reference's order (``SUMMARY_KEYS`` then, if
+    ``sla.is_set``, ``GOODPUT_KEYS``); values are plain ``int``/``float``/``str``/``None``.
+
+    ``requests`` has ``REQUEST_COLUMNS``; ``itl_gaps_ms[i]`` is a gap between consecutive
+    tokens of a completed request occurring ``itl_weights[i]`` times in the pooled ITL
+    distribution.  The scalar arguments are the collector's run totals, reported as given.
+    """
+    missing = [c for c in _REQUIRED_COLUMNS if c not in requests.columns]
+    if missing:
+        raise ValueError(f"requests is missing columns: {', '.join(missing)}")
+    gaps = np.asarray(itl_gaps_ms, dtype=float).ravel()
+    weights = np.asarray(itl_weights).ravel()
+    if gaps.shape != weights.shape:
+        raise ValueError(f"{gaps.size} ITL gaps but {weights.size} weights")
+    if gaps.size and not (np.all(np.isfinite(gaps)) and np.all(gaps >= 0)):
+        raise ValueError("ITL gaps must be finite and non-negative")
+
+    done = requests[requests["terminal_status"] == "completed"]
+    completed = int(len(done))
+    total_in = _int_sum(done["input_length"])
+    total_out = _int_sum(done["output_length"])
+    end_times = _samples(done, "terminal_time_ms")
+    duration_ms = float(end_times.max()) if end_times.size else 0.0
+    wall_time_ms = float(wall_time_ms)
+    gpu_hours = (prefill_worker_seconds * prefill_gpus_per_worker
+                 + decode_worker_seconds * decode_gpus_per_worker) / 3600.0
+
+    ttft = _samples(done, "ttft_ms")
+    ttst = _samples(done, "ttst_ms")
+    tpot = _samples(done, "itl_ms")
+    e2e = _samples(done, "e2e_latency_ms")
+
+    out: dict = {
+        "kv_eviction_policy": "lru",
+        "committed_prefill_tokens": int(committed_prefill_tokens),
+        "num_requests": int(num_requests),
+        "completed_requests": completed,
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "duration_ms": duration_ms,
+        "wall_time_ms": wall_time_ms,
+        "request_throughput_rps": _per_second(completed, duration_ms),
+        "input_throughput_tok_s": _per_second(total_in, duration_ms),
+        "output_throughput_tok_s": _per_second(total_out, duration_ms),
+        "total_throughput_tok_s": _per_second(total_in + total_out, duration_ms),
+        "prefill_worker_seconds": float(prefill_worker_seconds),
+        "decode_worker_seconds": float(decode_worker_seconds),
+        "prefill_gpus_per_worker": int(prefill_gpus_per_worker),
+        "decode_gpus_per_worker": int(decode_gpus_per_worker),
+        "gpu_hours": float(gpu_hours),
+        "power_w": None,
+        "power_coverage": None,
+        "processed_tokens": total_in + total_out,
+        "processed_tokens_per_s": _per_second(total_in + total_out, wall_time_ms),
+        "processed_output_tokens_per_s": _per_second(total_out, wall_time_ms),
+        "prefix_cache_reused_ratio": _ratio(_int_sum(done["reused_input_tokens"]), total_in),
+        "first_admission_prefix_cache_reused_ratio": _ratio(
+            _int_sum(done["first_admission_reused_input_tokens"]), total_in),
+        "num_ttft_samples": int(ttft.size),
+        "num_tpot_samples": int(tpot.size),
+        "num_e2e_latency_samples": int(e2e.size),
+    }
+
+    sets = {"ttft": (ttft, None), "ttst": (ttst, None), "tpot": (tpot, None),
+            "itl": (gaps, weights), "e2e_latency": (e2e, None)}
+    for metric in LATENCY_METRICS:
+        stats = weighted_stats(*sets[metric])
+        out.update({f"{stat}_{metric}_ms": stats[stat] for stat in STAT_NAMES})
+
+    positive = gaps > 0
+    stats = weighted_stats(1000.0 / gaps[positive], weights[positive])
+    out.update({f"{stat}_{PER_USER_THROUGHPUT}": stats[stat] for stat in STAT_NAMES})
+
+    if sla.is_set:
+        good = _good_mask(done, sla)
+        good_count = int(good.sum())
+        good_out = _int_sum(done["output_length"][good])
+        out["goodput_completed_requests"] = good_count
+        out["goodput_request_throughput_rps"] = _per_second(good_count, duration_ms)
+        out["goodput_output_throughput_tok_s"] = _per_second(good_out, duration_ms)
+    return out

@@ -1,0 +1,193 @@
+"""Writing a ``Result`` to disk and printing its summary.
+
+``write_result`` never leaves partial output: every file is written into a temporary
+sibling of the output directory, and only complete files are moved into place.  A new
+output directory appears in one ``rename``.  An existing one keeps any files that are not
+ours; ours are replaced one by one with ``os.replace``, which is atomic per file.  The
+directory is never swapped out wholesale, because that would delete the user's other files.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import secrets
+import shutil
+from typing import Any, Union
+
+import numpy as np
+
+from simmodel.result import Result
+
+SUMMARY_FILE = "summary.json"
+REQUESTS_FILE = "requests.parquet"
+PASSES_FILE = "passes.parquet"
+KV_EVENTS_FILE = "kv_events.parquet"
+#: Every file ``write_result`` may produce; in an existing output directory, one that is
+#: not produced this time (kv_events.parquet) is removed so no stale result remains.
+RESULT_FILES = (SUMMARY_FILE, REQUESTS_FILE, PASSES_FILE, KV_EVENTS_FILE)
+
+#: Rows of the latency table: (label, summary-key stem).
+_LATENCY_ROWS = (("ttft", "ttft"), ("ttst", "ttst"), ("tpot", "tpot"), ("itl", "itl"),
+                 ("e2e_latency", "e2e_latency"))
+#: Columns of the latency table: (header, summary-key prefix).
+_LATENCY_COLS = (("mean", "mean"), ("p50", "median"), ("p90", "p90"), ("p99", "p99"),
+                 ("max", "max"))
+
+
+def write_result(result: Result, out_dir: Union[str, os.PathLike]) -> None:
+    """Write ``summary.json``, ``requests.parquet``, ``passes.parquet`` (and
+    ``kv_events.parquet`` when ``result.kv_events`` is set) into ``out_dir``.
+
+    Missing parent directories are created (and removed again on failure).  On any error
+    nothing is left behind: no temporary directory, no half-written file.
+    """
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", out_dir)
+    created = _make_parents(os.path.dirname(out_dir))
+    tmp = None
+    try:
+        tmp = _make_temp_sibling(out_dir)
+        written = _write_files(result, tmp)
+        _move_into_place(tmp, out_dir, written)
+    except BaseException:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        for path in reversed(created):
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+        raise
+
+
+def _make_parents(path: str) -> list[str]:
+    """``mkdir -p path``; return the directories created, outermost first."""
+    missing = []
+    while path and not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    created = []
+    try:
+        for p in reversed(missing):
+            os.mkdir(p)
+            created.append(p)
+    except BaseException:
+        for p in reversed(created):
+            try:
+                os.rmdir(p)
+            except OSError:
+                pass
+        raise
+    return created
+
+
+def _make_temp_sibling(out_dir: str) -> str:
+    # os.mkdir (not tempfile.mkdtemp, which forces mode 0700) so the final directory gets
+    # the usual permissions from the umask.
+    parent, base = os.path.split(out_dir)
+    while True:
+        tmp = os.path.join(parent, f".{base}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+        try:
+            os.mkdir(tmp)
+            return tmp
+        except FileExistsError:
+            continue
+
+
+def _write_files(result: Result, folder: str) -> list[str]:
+    with open(os.path.join(folder, SUMMARY_FILE), "w", encoding="utf-8") as f:
+        json.dump(_jsonable(result.summary), f, indent=2, allow_nan=False)
+        f.write("\n")
+    result.requests.to_parquet(os.path.join(folder, REQUESTS_FILE), index=False)
+    result.passes.to_parquet(os.path.join(folder, PASSES_FILE), index=False)
+    written = [SUMMARY_FILE, REQUESTS_FILE, PASSES_FILE]
+    if result.kv_events is not None:
+        result.kv_events.to_parquet(os.path.join(folder, KV_EVENTS_FILE), index=False)
+        written.append(KV_EVENTS_FILE)
+    return written
+
+
+def _move_into_place(tmp: str, out_dir: str, written: list[str]) -> None:
+    if not os.path.isdir(out_dir):
+        os.rename(tmp, out_dir)
+        return
+    for name in written:
+        os.replace(os.path.join(tmp, name), os.path.join(out_dir, name))
+    for name in RESULT_FILES:
+        stale = os.path.join(out_dir, name)
+        if name not in written and os.path.isfile(stale):
+            os.remove(stale)
+    os.rmdir(tmp)
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON types: numpy scalars unwrapped, NaN/inf -> null (strict JSON)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+# --------------------------------------------------------------------------- text
+
+
+def format_summary(summary: dict) -> str:
+    """A short table of the headline metrics; missing, None or NaN values print as ``-``."""
+    width = 10
+    lines = [f"{'(ms)':<12}" + "".join(f"{h:>{width}}" for h, _ in _LATENCY_COLS)]
+    for label, stem in _LATENCY_ROWS:
+        cells = (_fmt(summary.get(f"{prefix}_{stem}_ms"), ".2f") for _, prefix in _LATENCY_COLS)
+        lines.append(f"{label:<12}" + "".join(f"{c:>{width}}" for c in cells))
+    lines.append("")
+    rows = [
+        ("completed / requests", f"{_fmt(summary.get('completed_requests'), 'd')} / "
+                                 f"{_fmt(summary.get('num_requests'), 'd')}"),
+        ("duration", _with_unit(summary.get("duration_ms"), ".2f", "ms")),
+        ("request throughput", _with_unit(summary.get("request_throughput_rps"), ".3f", "req/s")),
+        ("output throughput", _with_unit(summary.get("output_throughput_tok_s"), ".2f", "tok/s")),
+        ("prefix_cache_reused_ratio", _fmt(summary.get("prefix_cache_reused_ratio"), ".4f")),
+        ("gpu_hours", _fmt(summary.get("gpu_hours"), ".6g")),
+    ]
+    if any(k.startswith("goodput_") for k in summary):
+        rows += [
+            ("goodput requests", _fmt(summary.get("goodput_completed_requests"), "d")),
+            ("goodput req throughput",
+             _with_unit(summary.get("goodput_request_throughput_rps"), ".3f", "req/s")),
+            ("goodput output throughput",
+             _with_unit(summary.get("goodput_output_throughput_tok_s"), ".2f", "tok/s")),
+        ]
+    label_width = max(len(label) for label, _ in rows) + 2
+    lines += [f"{label:<{label_width}}{text}" for label, text in rows]
+    return "\n".join(lines)
+
+
+def _fmt(value: Any, spec: str) -> str:
+    if value is None or isinstance(value, bool):
+        return "-" if value is None else str(value)
+    if isinstance(value, np.generic):
+        value = value.item()
+    if not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "-" if math.isnan(value) else str(value)
+    if spec == "d":   # counts: a float count prints as an int when it is one
+        if isinstance(value, float):
+            return f"{int(value):d}" if value.is_integer() else f"{value:.2f}"
+        return f"{value:d}"
+    return f"{value:{spec}}"
+
+
+def _with_unit(value: Any, spec: str, unit: str) -> str:
+    text = _fmt(value, spec)
+    return text if text == "-" else f"{text} {unit}"
