@@ -24,6 +24,7 @@ from simmodel.cluster.clock import LATE, URGENT, event_at, event_at_time
 from simmodel.engine.request import EngineRequest
 from simmodel.engine.scheduler import VllmScheduler
 from simmodel.errors import UserError
+from simmodel.metrics.passlog import PassLog
 
 
 class Worker:
@@ -36,7 +37,7 @@ class Worker:
         self.sched = scheduler
         self.notify = notify              # callable(request) at completion / rejection
         self.wake: simpy.Event | None = None
-        self.passes: list[tuple] = []     # (start, end, prefill_tokens, n_prefill, n_decode, decode_tokens, kv_active)
+        self.passes = PassLog()
         self.record_events = record_events
         self.kv_events: list[tuple] = []  # (time_ms, kind, hash)
 
@@ -77,8 +78,8 @@ class Worker:
             yield event_at(env, plan.duration_ms, URGENT)
             end = env.now
             pass_idx = len(passes)
-            passes.append((start, end, plan.prefill_tokens, plan.num_prefill,
-                           plan.num_decode, plan.decode_tokens, plan.kv_blocks_active))
+            passes.add(start, end, plan.prefill_tokens, plan.num_prefill,
+                       plan.num_decode, plan.decode_tokens, plan.kv_blocks_active)
             if self.record_events:
                 for kind, h in sched.kv.drain_events():
                     self.kv_events.append((end, kind, h))

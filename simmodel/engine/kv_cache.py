@@ -117,6 +117,24 @@ class KvCache:
             if self.record_events:
                 self.events.append((STORED, h))
 
+    def register_many(self, hashes) -> None:
+        """``register`` for several consecutive blocks (same semantics, in order)."""
+        refs, inactive = self.refs, self.inactive
+        rec = self.record_events
+        for h in hashes:
+            if h in refs:
+                refs[h] += 1
+                self.free += 1
+            elif h in inactive:
+                del inactive[h]
+                refs[h] = 1
+                self.free += 1
+            else:
+                refs[h] = 1
+                if rec:
+                    self.events.append((STORED, h))
+        self.private -= len(hashes)
+
     def release(self, cached: list[int], n_private: int) -> None:
         """Drop a request's references: private blocks go back to the pool, cached ones
         suffix-first into the LRU when their refcount reaches 0."""

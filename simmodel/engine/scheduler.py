@@ -90,13 +90,10 @@ class VllmScheduler:
             full = total_tokens // bs
             cached = r.cached
             if full > len(cached):
-                hashes = r.seq.ensure(full)
-                kv = self.kv
-                r.n_private -= full - len(cached)     # these private blocks become cached
-                for b in range(len(cached), full):
-                    h = hashes[b]
-                    kv.register(h)
-                    cached.append(h)
+                new = r.seq.ensure(full)[len(cached):full]
+                self.kv.register_many(new)
+                r.n_private -= len(new)               # these private blocks became cached
+                cached.extend(new)
         return True
 
     def _release(self, r: EngineRequest) -> None:
@@ -302,7 +299,7 @@ class VllmScheduler:
         return self.timing.decode_ms_array(n, active), total
 
     def commit_decode_run(self, durations, total: int, m: int, start: float,
-                          pass_idx0: int, passes: list, kv_events: list | None) -> list:
+                          pass_idx0: int, passes, kv_events: list | None) -> list:
         """Apply the first ``m`` passes of a run from ``decode_run`` (started at
         ``start``): KV growth in the order per-pass scheduling would do it, tokens,
         pass-log rows, completions.  Returns the completed requests."""
@@ -347,9 +344,7 @@ class VllmScheduler:
         first_end = float(stops[0])
         last_end = float(stops[-1])
         last_idx = pass_idx0 + m - 1
-        zeros = [0] * m
-        passes.extend(zip(starts.tolist(), stops.tolist(), zeros, zeros, [n] * m,
-                          (total + n * np.arange(m, dtype=np.int64)).tolist(), kv_active.tolist()))
+        passes.add_run(starts, stops, n, total + n * np.arange(m, dtype=np.int64), kv_active)
         done = []
         for r in running:
             g0 = r.generated

@@ -51,7 +51,16 @@ class TokenSequence:
         bs = self.bs
         ids, run, plen = self.prompt.ids, self.prompt.run_len, self.prompt.length
         parent = hashes[-1] if hashes else ROOT
-        for b in range(len(hashes), n_blocks):
+        b0 = len(hashes)
+        if run % bs == 0 and n_blocks * bs <= plen:
+            # Fast path: every engine block lies inside one prompt run.
+            per = run // bs
+            append = hashes.append
+            for b in range(b0, n_blocks):
+                parent = hash((parent, (ids[b // per], bs)))
+                append(parent)
+            return hashes
+        for b in range(b0, n_blocks):
             start = b * bs
             end = start + bs
             if end <= plen:

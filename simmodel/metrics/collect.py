@@ -45,18 +45,14 @@ def requests_frame(requests, unreleased) -> pd.DataFrame:
 def passes_frame(workers) -> pd.DataFrame:
     frames = []
     for w in workers:
-        if not w.passes:
+        if not len(w.passes):
             continue
-        arr = np.asarray(w.passes, dtype=float)
-        f = pd.DataFrame(arr, columns=list(PASS_COLUMNS[1:]))
+        f = pd.DataFrame(w.passes.arrays())
         f.insert(0, "worker", w.idx)
         frames.append(f)
     if not frames:
         return pd.DataFrame(columns=list(PASS_COLUMNS))
-    df = pd.concat(frames, ignore_index=True)
-    for c in ("prefill_tokens", "num_prefill", "num_decode", "decode_tokens", "kv_blocks_active"):
-        df[c] = df[c].astype(np.int64)
-    return df
+    return pd.concat(frames, ignore_index=True)
 
 
 def itl_samples(requests, workers) -> tuple[np.ndarray, np.ndarray]:
@@ -76,8 +72,8 @@ def itl_samples(requests, workers) -> tuple[np.ndarray, np.ndarray]:
         segs = by_worker.get(w.idx)
         if not segs:
             continue
-        log = np.asarray(w.passes, dtype=float)
-        durations = log[:, 1] - log[:, 0]
+        cols = w.passes.arrays()
+        durations = cols["end_ms"] - cols["start_ms"]
         se = np.asarray(segs, dtype=np.int64).reshape(-1, 2)
         diff = np.zeros(len(durations) + 1, dtype=np.int64)
         np.add.at(diff, se[:, 0], 1)
