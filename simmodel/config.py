@@ -244,10 +244,13 @@ class RunConfig:
 
     max_sim_time_ms: Optional[float] = None
     record_kv_events: bool = False     # keep every Stored/Removed KV event (result.kv_events)
+    coalesce_decode: bool = True       # cover runs of pure-decode passes with one event
+                                       # (same results; off only to cross-check)
 
     def __post_init__(self):
         _positive_number("max_sim_time_ms", self.max_sim_time_ms, allow_none=True)
         _bool("record_kv_events", self.record_kv_events)
+        _bool("coalesce_decode", self.coalesce_decode)
 
 
 @dataclass(frozen=True, slots=True)

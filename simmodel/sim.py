@@ -69,7 +69,8 @@ def build(scenario: Scenario, streams: Streams) -> Cluster:
     driver = Driver(env, workload, router, block_size=bs, max_model_len=eng.max_model_len)
     for i in range(scenario.cluster.workers):
         sched = VllmScheduler(eng, timing, record_events=record)
-        workers.append(Worker(env, i, sched, driver.on_done, record_events=record))
+        workers.append(Worker(env, i, sched, driver.on_done, record_events=record,
+                              coalesce=scenario.run.coalesce_decode))
     for w in workers:
         env.process(w.run())
     env.process(driver.run())

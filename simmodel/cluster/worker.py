@@ -31,7 +31,7 @@ class Worker:
     """One aggregated worker (one DP rank): a scheduler, its pass log, its process."""
 
     def __init__(self, env: simpy.Environment, idx: int, scheduler: VllmScheduler,
-                 notify, record_events: bool = False):
+                 notify, record_events: bool = False, coalesce: bool = True):
         self.env = env
         self.idx = idx
         self.sched = scheduler
@@ -39,6 +39,7 @@ class Worker:
         self.wake: simpy.Event | None = None
         self.passes = PassLog()
         self.record_events = record_events
+        self.coalesce = coalesce
         self.kv_events: list[tuple] = []  # (time_ms, kind, hash)
 
     def submit(self, req: EngineRequest) -> None:
@@ -59,7 +60,7 @@ class Worker:
                 # Let every arrival of this instant reach the queue before batching.
                 yield event_at(env, 0, LATE)
             start = env.now
-            run = sched.decode_run()
+            run = sched.decode_run() if self.coalesce else None
             if run is not None:
                 yield from self._decode_run(*run)
                 continue

@@ -105,6 +105,7 @@ class VllmScheduler:
         """Preempt ``v``; returns the budget refunded (tokens it was granted this pass)."""
         self._release(v)
         v.computed = 0
+        v.decoding = False
         v.state = WAITING
         self.running.remove(v)
         self.waiting.appendleft(v)
@@ -205,11 +206,12 @@ class VllmScheduler:
         return budget
 
     def _cost(self, plan: PassPlan) -> None:
-        n = s_isl = s_pfx = n_dec = dec_tokens = 0
+        n = s_isl = s_pfx = n_dec = dec_tokens = committed = 0
         for r, before, take in plan.entries:
             after = before + take
             plen = r.prompt_len
             if before < plen:
+                committed += take             # recomputed generated tokens included
                 n += 1
                 s_isl += after if after < plen else plen
                 s_pfx += before
@@ -219,7 +221,7 @@ class VllmScheduler:
         if n:
             t = batch_new_tokens(n, s_isl, s_pfx)
             plan.prefill_tokens = t
-            self.committed_prefill_tokens += s_isl - s_pfx
+        self.committed_prefill_tokens += committed
         plan.num_prefill = n
         plan.num_decode = n_dec
         plan.decode_tokens = dec_tokens
@@ -251,6 +253,7 @@ class VllmScheduler:
                     r.bridges.append(end_ms - r.last_token_ms)
             r.last_token_ms = end_ms
             r.last_pass = pass_idx
+            r.decoding = True
             if g >= r.max_output:
                 r.state = DONE
                 r.status = "completed"
