@@ -52,6 +52,11 @@ class KvCache:
         """Blocks an allocation can obtain: free plus evictable."""
         return self.free + len(self.inactive)
 
+    def count_inactive(self, hashes) -> int:
+        """How many of ``hashes`` sit in the inactive LRU."""
+        inactive = self.inactive
+        return sum(1 for h in hashes if h in inactive)
+
     def lookup(self, hashes: list[int], max_blocks: int) -> int:
         """Leading blocks of ``hashes`` resident in the cache (active or inactive)."""
         if not self.caching:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from simmodel.config import EngineConfig
 from simmodel.engine.kv_cache import KvCache
 from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
-from simmodel.engine.timing import TimingModel, batch_new_tokens
+from simmodel.engine.timing import TimingModel, batch_new_tokens, to_ns_grid, to_ns_grid_array
 
 
 @dataclass(slots=True)
@@ -112,7 +112,7 @@ class VllmScheduler:
         self.preemptions += 1
         refund = v.pass_take
         if refund:
-            plan.entries = [e for e in plan.entries if e[0] is not v]
+            plan.entries[:] = [e for e in plan.entries if e[0] is not v]   # in place
             v.pass_take = 0
         return refund
 
@@ -129,9 +129,12 @@ class VllmScheduler:
         budget = self.max_batched
         preempted = False
         running = self.running
-        for r in list(running):
-            if r.state != RUNNING:
-                continue                      # preempted earlier in this pass
+        # Walk the live list by position, as the reference does: when a fifo victim
+        # ahead of ``r`` leaves the list, the request right behind ``r`` slides into
+        # the next position already visited and sits this pass out.
+        i = 0
+        while i < len(running):
+            r = running[i]
             want = r.seq_len - r.computed
             if not self.chunked and want > budget:
                 break
@@ -145,11 +148,12 @@ class VllmScheduler:
                 if victim is r:
                     break
             if r.state != RUNNING:
-                continue
+                continue                      # r itself left: position i holds the next
             entries.append((r, r.computed, take))
             r.pass_take = take
             r.computed += take
             budget -= take
+            i += 1
         if not preempted:
             budget = self._admit(now, plan, budget)
         self._cost(plan)
@@ -183,13 +187,18 @@ class VllmScheduler:
             if not self.chunked and want > budget:
                 break
             take = want if want < budget else budget
-            for h in hashes[:hit_blocks] if hit_blocks else ():
-                kv.acquire(h)
-            r.cached = list(hashes[:hit_blocks]) if hit_blocks else []
-            r.n_private = 0
-            if not self._grow(r, hit + take):
-                self._release(r)
+            hit_hashes = hashes[:hit_blocks] if hit_blocks else []
+            # The check above counts inactive hit blocks as free; the pool must still
+            # supply the chunk's new blocks once those are taken.  If it cannot, wait
+            # without touching the cache (no LRU refresh of the prefix).
+            new_blocks = -(-(hit + take) // bs) - hit_blocks
+            if new_blocks > kv.available - kv.count_inactive(hit_hashes):
                 break
+            for h in hit_hashes:
+                kv.acquire(h)
+            r.cached = list(hit_hashes)
+            r.n_private = 0
+            self._grow(r, hit + take)
             waiting.popleft()
             running.append(r)
             r.state = RUNNING
@@ -226,7 +235,8 @@ class VllmScheduler:
         plan.num_decode = n_dec
         plan.decode_tokens = dec_tokens
         timing = self.timing
-        plan.duration_ms = timing.prefill_ms(n, s_isl, s_pfx) + timing.decode_ms(n_dec, dec_tokens)
+        plan.duration_ms = (to_ns_grid(timing.prefill_ms(n, s_isl, s_pfx))
+                            + to_ns_grid(timing.decode_ms(n_dec, dec_tokens)))
 
     def finish(self, plan: PassPlan, end_ms: float, pass_idx: int) -> list[EngineRequest]:
         """Settle a pass at its end: emit tokens, complete requests.  Returns the
@@ -299,7 +309,7 @@ class VllmScheduler:
         if need > avail:
             return None
         active = total + n * np.arange(k, dtype=np.int64)
-        return self.timing.decode_ms_array(n, active), total
+        return to_ns_grid_array(self.timing.decode_ms_array(n, active)), total
 
     def commit_decode_run(self, durations, total: int, m: int, start: float,
                           pass_idx0: int, passes, kv_events: list | None) -> list:

@@ -12,6 +12,7 @@ tables, external providers) implement the same two methods.
 """
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 import numpy as np
@@ -41,6 +42,16 @@ def batch_new_tokens(n: int, sum_isl: int, sum_prefix: int) -> int:
     if n == 0:
         return 0
     return n * (sum_isl // n - sum_prefix // n)
+
+
+def to_ns_grid(ms: float) -> float:
+    """Round a duration to the nearest nanosecond, as the reference's virtual clock does
+    (it keeps durations as whole nanoseconds; prefill and decode parts separately)."""
+    return math.floor(ms * 1e6 + 0.5) / 1e6
+
+
+def to_ns_grid_array(ms: np.ndarray) -> np.ndarray:
+    return np.floor(ms * 1e6 + 0.5) / 1e6
 
 
 class TimingModel(Protocol):
