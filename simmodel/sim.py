@@ -83,10 +83,38 @@ def run(scenario: Scenario, *, seed: int | None = None) -> Result:
         scenario = dataclasses.replace(scenario, seed=seed)
     t0 = time.perf_counter()
     cluster = build(scenario, Streams(scenario.seed))
-    until = scenario.run.max_sim_time_ms
-    cluster.env.run(until=until)
+    run_until(cluster.env, scenario.run.max_sim_time_ms)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     return collect(scenario, cluster, wall_ms)
+
+
+def run_until(env: simpy.Environment, until: float | None) -> None:
+    """Run to completion, or up to and including every event at time ``until`` (the
+    reference processes events at exactly the cut-off)."""
+    if until is None:
+        env.run()
+        return
+    env.run(until=until)
+    while env._queue and env.peek() <= until:
+        env.step()
+
+
+def sim_end_ms(scenario: Scenario, cluster: Cluster, requests: pd.DataFrame) -> float:
+    """When the simulated service ends: the cut-off if ``max_sim_time_ms`` left work
+    unfinished, else the last thing that happened (pass end, arrival or rejection).
+    Provisioned workers are paid for until then."""
+    cut = scenario.run.max_sim_time_ms
+    if cut is not None and (requests.terminal_status == "incomplete").any():
+        return float(cut)
+    last = 0.0
+    for w in cluster.workers:
+        if len(w.passes):
+            last = max(last, w.passes.end[-1])
+    for col in ("arrival_time_ms", "terminal_time_ms"):
+        m = requests[col].max()
+        if m == m:                       # not NaN
+            last = max(last, float(m))
+    return last
 
 
 def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
@@ -97,14 +125,13 @@ def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
     requests = requests_frame(reqs, unreleased)
     passes = passes_frame(cluster.workers)
     gaps, weights = itl_samples(reqs, cluster.workers)
-    done = requests[requests.terminal_status == "completed"]
-    duration_ms = float(done.terminal_time_ms.max()) if len(done) else 0.0
+    worker_seconds = len(cluster.workers) * sim_end_ms(scenario, cluster, requests) / 1000.0
     eng = scenario.cluster.engine
     summary = summarize(
         requests, gaps, weights,
         num_requests=len(reqs),
         committed_prefill_tokens=sum(w.sched.committed_prefill_tokens for w in cluster.workers),
-        decode_worker_seconds=len(cluster.workers) * duration_ms / 1000.0,
+        decode_worker_seconds=worker_seconds,
         prefill_worker_seconds=0.0,
         decode_gpus_per_worker=eng.gpus_per_worker,
         prefill_gpus_per_worker=0,

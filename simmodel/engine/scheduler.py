@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from simmodel.config import EngineConfig
 from simmodel.engine.kv_cache import KvCache
 from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
-from simmodel.engine.timing import TimingModel, batch_new_tokens, to_ns_grid, to_ns_grid_array
+from simmodel.engine.timing import TimingModel, batch_new_tokens
 
 
 @dataclass(slots=True)
@@ -47,6 +47,7 @@ class PassPlan:
     num_decode: int = 0
     decode_tokens: int = 0
     kv_blocks_active: int = 0
+    committed_tokens: int = 0
 
 
 class VllmScheduler:
@@ -230,18 +231,18 @@ class VllmScheduler:
         if n:
             t = batch_new_tokens(n, s_isl, s_pfx)
             plan.prefill_tokens = t
-        self.committed_prefill_tokens += committed
+        plan.committed_tokens = committed      # counted when the pass completes
         plan.num_prefill = n
         plan.num_decode = n_dec
         plan.decode_tokens = dec_tokens
         timing = self.timing
-        plan.duration_ms = (to_ns_grid(timing.prefill_ms(n, s_isl, s_pfx))
-                            + to_ns_grid(timing.decode_ms(n_dec, dec_tokens)))
+        plan.duration_ms = timing.prefill_ms(n, s_isl, s_pfx) + timing.decode_ms(n_dec, dec_tokens)
 
     def finish(self, plan: PassPlan, end_ms: float, pass_idx: int) -> list[EngineRequest]:
         """Settle a pass at its end: emit tokens, complete requests.  Returns the
         requests that completed."""
         done = []
+        self.committed_prefill_tokens += plan.committed_tokens
         for r, before, take in plan.entries:
             if r.computed != r.seq_len:
                 continue                       # mid-prompt chunk: nothing to emit
@@ -309,7 +310,7 @@ class VllmScheduler:
         if need > avail:
             return None
         active = total + n * np.arange(k, dtype=np.int64)
-        return to_ns_grid_array(self.timing.decode_ms_array(n, active)), total
+        return self.timing.decode_ms_array(n, active), total
 
     def commit_decode_run(self, durations, total: int, m: int, start: float,
                           pass_idx0: int, passes, kv_events: list | None) -> list:

@@ -44,14 +44,70 @@ def batch_new_tokens(n: int, sum_isl: int, sum_prefix: int) -> int:
     return n * (sum_isl // n - sum_prefix // n)
 
 
-def to_ns_grid(ms: float) -> float:
-    """Round a duration to the nearest nanosecond, as the reference's virtual clock does
-    (it keeps durations as whole nanoseconds; prefill and decode parts separately)."""
-    return math.floor(ms * 1e6 + 0.5) / 1e6
+# -- the reference's clock -------------------------------------------------------------
+# The reference keeps durations as Rust ``Duration``s (whole nanoseconds): a modelled time
+# in ms becomes ``Duration::from_secs_f64(ms / 1000)`` and a speed-up is applied with
+# ``Duration::div_f64``.  Both round the *exact* binary value of their f64 argument to the
+# nearest nanosecond (ties to even), so a half-nanosecond is decided by the last bit of
+# the f64 (P(8188)/2 = 84524300.5 ns lands on 84524300).  These helpers reproduce that
+# exactly: the float guess is checked with integer arithmetic when it is near a tie.
+
+_TIE_WINDOW = 1e-6      # ns; beyond it the float product decides the rounding safely
 
 
-def to_ns_grid_array(ms: np.ndarray) -> np.ndarray:
-    return np.floor(ms * 1e6 + 0.5) / 1e6
+def _exact_round_ns(x_s: float) -> int:
+    """Nearest whole nanosecond of the exact value of the double ``x_s`` seconds."""
+    num, den = x_s.as_integer_ratio()
+    q, r = divmod(num * 1_000_000_000, den)
+    if 2 * r > den or (2 * r == den and q & 1):
+        q += 1
+    return q
+
+
+def _round_ns(x_s: float) -> int:
+    z = x_s * 1e9
+    n = math.floor(z + 0.5)
+    if abs(z - math.floor(z) - 0.5) < _TIE_WINDOW:
+        return _exact_round_ns(x_s)
+    return n
+
+
+def _as_secs_f64(ns: int) -> float:
+    return (ns // 1_000_000_000) + (ns % 1_000_000_000) / 1e9
+
+
+def duration_ns(ms: float) -> int:
+    """``Duration::from_secs_f64(ms / 1000)`` in nanoseconds."""
+    return _round_ns(ms / 1000.0)
+
+
+def div_ns(ns: int, ratio: float) -> int:
+    """``Duration::div_f64(ratio)`` of a duration of ``ns`` nanoseconds."""
+    if ratio == 1.0:
+        return ns
+    return _round_ns(_as_secs_f64(ns) / ratio)
+
+
+def _round_ns_array(x_s: np.ndarray) -> np.ndarray:
+    z = x_s * 1e9
+    n = np.floor(z + 0.5)
+    near = np.abs(z - np.floor(z) - 0.5) < _TIE_WINDOW
+    if near.any():
+        for i in np.flatnonzero(near):
+            n[i] = _exact_round_ns(float(x_s[i]))
+    return n
+
+
+def duration_ns_array(ms: np.ndarray) -> np.ndarray:
+    return _round_ns_array(ms / 1000.0)
+
+
+def div_ns_array(ns: np.ndarray, ratio: float) -> np.ndarray:
+    if ratio == 1.0:
+        return ns
+    whole = np.floor(ns / 1e9)
+    secs = whole + (ns - whole * 1e9) / 1e9
+    return _round_ns_array(secs / ratio)
 
 
 class TimingModel(Protocol):
@@ -66,7 +122,8 @@ def _ratio(r: float) -> float:
 
 
 class PolynomialTiming:
-    """The reference's default polynomial model (§2.1, §2.2)."""
+    """The reference's default polynomial model (§2.1, §2.2), on the reference's
+    nanosecond clock: P or D is made a Duration, then divided by the speed-up ratio(s)."""
 
     def __init__(self, engine: EngineConfig):
         self.capacity = engine.kv_capacity_tokens
@@ -75,27 +132,32 @@ class PolynomialTiming:
 
     def prefill_ms(self, n: int, sum_isl: int, sum_prefix: int) -> float:
         t = batch_new_tokens(n, sum_isl, sum_prefix)
-        return prefill_poly_ms(t) / self.prefill_scale if t > 0 else 0.0
+        if t <= 0:
+            return 0.0
+        return div_ns(duration_ns(prefill_poly_ms(t)), self.prefill_scale) / 1e6
 
     def decode_ms(self, n: int, active_tokens: int) -> float:
         if n == 0:
             return 0.0
-        return decode_poly_ms(active_tokens, self.capacity) / self.decode_scale
+        d = duration_ns(decode_poly_ms(active_tokens, self.capacity))
+        return div_ns(d, self.decode_scale) / 1e6
 
     def decode_ms_array(self, n: int, active_tokens: np.ndarray) -> np.ndarray:
         x = np.minimum(1.0, active_tokens / self.capacity)
         d = np.maximum(1.0, D2 * x * x + D1 * x + D0)
-        return d / self.decode_scale
+        return div_ns_array(duration_ns_array(d), self.decode_scale) / 1e6
 
 
 class FixedTiming:
     """Constant costs: ``prefill_ms`` for a pass with prompt work, plus ``decode_ms`` when
-    any request decodes (for tests and what-if studies)."""
+    any request decodes (for tests and what-if studies).  Scaled first, then made a
+    Duration (as the reference does for this model)."""
 
     def __init__(self, engine: EngineConfig):
         tm = engine.timing_model
-        self.p = tm.prefill_ms / _ratio(engine.speedup_ratio)
-        self.d = tm.decode_ms / (_ratio(engine.speedup_ratio) * _ratio(engine.decode_speedup_ratio))
+        self.p = duration_ns(tm.prefill_ms / _ratio(engine.speedup_ratio)) / 1e6
+        self.d = duration_ns(tm.decode_ms / (_ratio(engine.speedup_ratio)
+                                             * _ratio(engine.decode_speedup_ratio))) / 1e6
 
     def prefill_ms(self, n: int, sum_isl: int, sum_prefix: int) -> float:
         return self.p if n > 0 else 0.0
