@@ -24,7 +24,7 @@ class EngineRequest:
 
     __slots__ = (
         "uid", "session_id", "turn_index", "prompt_len", "requested_output", "max_output",
-        "seq", "generated", "computed", "decoding", "cached", "n_private", "state", "pass_take",
+        "seq", "generated", "seq_len", "computed", "cached", "n_private", "state", "pass_take",
         "arrival_ms", "first_admit_ms", "first_token_ms", "second_token_ms",
         "last_token_ms", "terminal_ms", "reused", "first_reused", "admissions",
         "worker_idx", "status", "last_pass", "segs", "bridges", "on_done", "meta",
@@ -45,8 +45,8 @@ class EngineRequest:
             cap = min(cap, max_model_len - self.prompt_len)
         self.max_output = cap
         self.generated = 0
+        self.seq_len = self.prompt_len   # prompt + generated, kept in step with generated
         self.computed = 0
-        self.decoding = False          # prefill (or recompute) done: emits a token per pass
         self.cached: list[int] = []
         self.n_private = 0
         self.state = WAITING
@@ -67,10 +67,6 @@ class EngineRequest:
         self.bridges: list[float] = []
         self.on_done = None
         self.meta = None
-
-    @property
-    def seq_len(self) -> int:
-        return self.prompt_len + self.generated
 
     @property
     def n_blocks(self) -> int:

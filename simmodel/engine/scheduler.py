@@ -106,7 +106,6 @@ class VllmScheduler:
         """Preempt ``v``; returns the budget refunded (tokens it was granted this pass)."""
         self._release(v)
         v.computed = 0
-        v.decoding = False
         v.state = WAITING
         self.running.remove(v)
         self.waiting.appendleft(v)
@@ -133,10 +132,37 @@ class VllmScheduler:
         # Walk the live list by position, as the reference does: when a fifo victim
         # ahead of ``r`` leaves the list, the request right behind ``r`` slides into
         # the next position already visited and sits this pass out.
+        bs = self.bs
+        caching = self.caching
+        kv = self.kv
         i = 0
         while i < len(running):
             r = running[i]
-            want = r.seq_len - r.computed
+            comp = r.computed
+            want = r.seq_len - comp
+            if want == 1 and budget > 0:
+                # Decoder fast path: KV work only at a block boundary (a new block when
+                # ``comp`` fills its blocks exactly, caching when ``comp + 1`` fills one).
+                if comp % bs == 0:
+                    if not kv.allocate(1):
+                        pass                  # fall through to the general path
+                    else:
+                        r.n_private += 1
+                        if caching and bs == 1:
+                            self._grow(r, comp + 1)
+                        entries.append((r, comp, 1))
+                        r.pass_take = 1
+                        r.computed = comp + 1
+                        budget -= 1
+                        i += 1
+                        continue
+                elif not (caching and (comp + 1) % bs == 0):
+                    entries.append((r, comp, 1))
+                    r.pass_take = 1
+                    r.computed = comp + 1
+                    budget -= 1
+                    i += 1
+                    continue
             if not self.chunked and want > budget:
                 break
             take = want if want < budget else budget
@@ -248,6 +274,7 @@ class VllmScheduler:
                 continue                       # mid-prompt chunk: nothing to emit
             g = r.generated + 1
             r.generated = g
+            r.seq_len += 1
             if g == 1:
                 r.first_token_ms = end_ms
             else:
@@ -264,7 +291,6 @@ class VllmScheduler:
                     r.bridges.append(end_ms - r.last_token_ms)
             r.last_token_ms = end_ms
             r.last_pass = pass_idx
-            r.decoding = True
             if g >= r.max_output:
                 r.state = DONE
                 r.status = "completed"
@@ -363,6 +389,7 @@ class VllmScheduler:
         for r in running:
             g0 = r.generated
             r.generated = g0 + m
+            r.seq_len += m
             r.computed += m
             if g0 == 1:
                 r.second_token_ms = first_end
