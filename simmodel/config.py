@@ -20,7 +20,7 @@ DEFAULT_BLOCK_SIZE = {"vllm": 64, "sglang": 1, "trtllm": 32}
 PREEMPTION_MODES = ("lifo", "fifo")
 TIMING_TYPES = ("polynomial", "fixed")
 ROUTER_MODES = ("round_robin",)
-TRACE_FORMATS = ("mooncake",)
+TRACE_FORMATS = ("mooncake", "mooncake-delta", "agentic", "azure", "weka")
 
 
 class ConfigError(ValueError):
@@ -208,6 +208,8 @@ class WorkloadConfig:
     trace_block_size: int = 512
     arrival_speedup_ratio: float = 1.0
     synthetic: Optional[SyntheticConfig] = None
+    concurrency: Optional[int] = None           # closed loop: at most this many sessions
+    think_time_cap_ms: Optional[float] = None   # weka: cap on a request's think time
 
     def __post_init__(self):
         if (self.trace is None) == (self.synthetic is None):
@@ -215,6 +217,8 @@ class WorkloadConfig:
         _choice("format", self.format, TRACE_FORMATS)
         _positive_int("trace_block_size", self.trace_block_size)
         _positive_number("arrival_speedup_ratio", self.arrival_speedup_ratio)
+        _positive_int("concurrency", self.concurrency, allow_none=True)
+        _non_negative_number("think_time_cap_ms", self.think_time_cap_ms, allow_none=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,14 +66,19 @@ def build(scenario: Scenario, streams: Streams) -> Cluster:
     record = scenario.run.record_kv_events
     workers: list[Worker] = []
     router = RoundRobin(workers)
-    driver = Driver(env, workload, router, block_size=bs, max_model_len=eng.max_model_len)
+    concurrency = scenario.workload.concurrency
+    if concurrency is not None and workload.kind != "sessions":
+        raise UserError(f"{scenario.source or 'scenario'}: workload.concurrency: not supported "
+                        f"for format {scenario.workload.format!r} (agentic workloads)")
+    driver = Driver(env, workload, router, block_size=bs, max_model_len=eng.max_model_len,
+                    concurrency=concurrency, output_rng=streams["output_tokens"])
     for i in range(scenario.cluster.workers):
         sched = VllmScheduler(eng, timing, record_events=record)
         workers.append(Worker(env, i, sched, driver.on_done, record_events=record,
                               coalesce=scenario.run.coalesce_decode))
     for w in workers:
         env.process(w.run())
-    env.process(driver.run())
+    driver.start()
     return Cluster(env, workers, router, driver, workload)
 
 

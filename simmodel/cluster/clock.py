@@ -6,6 +6,8 @@ equal times by (priority, insertion order), so:
 
 * a pass end is scheduled ``URGENT`` (before anything else at that time);
 * arrivals, session releases and completions' notifications are ordinary events;
+* the driver releases every turn that became ready at that instant in one ``DISPATCH``
+  event, in the reference's order (ready time, session index, turn index);
 * a worker that is about to form a batch first waits on a ``LATE`` zero-delay event, so
   every arrival at the current time (including ones caused by completions at this very
   instant) is in its queue before the batch is formed.
@@ -16,7 +18,7 @@ from heapq import heappush
 
 import simpy
 
-URGENT, NORMAL, LATE = 0, 1, 2
+URGENT, NORMAL, DISPATCH, LATE = 0, 1, 2, 3
 
 
 def event_at(env: simpy.Environment, delay: float, priority: int) -> simpy.Event:

@@ -1,73 +1,195 @@
-"""The workload driver: releases turns into the cluster as SimPy processes.
+"""The workload driver: sessions and agentic nodes as SimPy processes.
 
-* One *source* process walks the sessions in first-turn arrival order (ties in source
-  order) and releases each session's first turn at its timestamp.  Event budget: one
-  event per session start.
-* A multi-turn session then runs as its own process: it waits on its turn's completion
-  (or rejection), then ``delay_ms``, then releases the next turn.  Event budget: two
-  events per later turn (completion, delay).
+Every session is a process that waits until its next turn is ready, hands the turn to the
+*dispatcher*, and waits for the turn to end (complete, be rejected or be cancelled):
 
-Every release creates an ``EngineRequest`` (hashing its prompt at the engine block size
-only now) and hands it to the router.
+* **trace mode**: a session's first turn is ready at its timestamp; turn k+1 is ready
+  ``delay_ms`` after turn k ends (completed or rejected); a cancelled turn ends the session;
+* **closed loop** (``concurrency: C``): a session first takes one of C slots (in source
+  order, FIFO), its first turn is ready the moment it gets the slot, and it holds the slot
+  through all its turns and think times;
+* **agentic**: a node is ready at ``max(not_before, each dependency's dispatch or end time
+  + its delay)``; a rejected or cancelled dependency still releases its dependents.
+
+The dispatcher reproduces the reference's ordering: at one instant every ready turn is
+collected first, then released in (ready time, session index, turn index) order, after
+all pass completions of that instant (which may have made turns ready) and before any
+worker forms its next batch (see ``clock``).
+
+Delta-cumulative sessions build each prompt at release time from the session's history:
+every earlier prompt delta, the output tokens each earlier *completed* turn emitted, and
+this turn's delta.  Full prompts stay in their compact form until release.
+
+Event budget: per session, one event per start (arrival or slot grant) and, per turn,
+one for its end and one for its delay; one shared dispatch event per instant with
+releases.  Per agentic node: one event per dependency wait and one for its ready time.
 """
 from __future__ import annotations
 
+import heapq
+
+import numpy as np
 import simpy
 
-from simmodel.cluster.clock import event_at_time
+from simmodel.cluster.clock import DISPATCH, event_at, event_at_time
 from simmodel.engine.request import EngineRequest
 from simmodel.engine.tokens import TokenSequence
-from simmodel.workload.model import Session, Turn, Workload
+from simmodel.workload.model import RunPrompt, Session, Turn, Workload
+
+COMPLETED, REJECTED, CANCELLED = "completed", "rejected", "cancelled"
+#: Generated output token ids (delta sessions without ``output_token_ids``) are drawn
+#: from this range, clear of the small canonical ids given to trace hash blocks.
+OUTPUT_TOKEN_RANGE = (1 << 30, 1 << 31)
 
 
 class Driver:
     def __init__(self, env: simpy.Environment, workload: Workload, router, *,
-                 block_size: int, max_model_len: int | None):
+                 block_size: int, max_model_len: int | None,
+                 concurrency: int | None = None, output_rng: np.random.Generator | None = None):
         self.env = env
         self.workload = workload
         self.router = router
         self.block_size = block_size
         self.max_model_len = max_model_len
+        self.concurrency = concurrency
+        self.output_rng = output_rng
         self.requests: list[EngineRequest] = []     # in release order
+        self._ready: list[tuple] = []               # heap of (ready_at, session, turn, seq, box)
+        self._flush_pending = False
+        self._seq = 0
+        self.slots = simpy.Resource(env, capacity=concurrency) if concurrency else None
+        # Agentic bookkeeping: request_id -> (dispatched event, ended event)
+        self._node_events: dict[str, tuple[simpy.Event, simpy.Event]] = {}
+        self.unreleased_cancelled: set[tuple[str, int]] = set()
 
     # -- processes --------------------------------------------------------------------
-    def run(self):
-        """The source process: start every session at its first turn's arrival."""
+    def start(self) -> None:
+        """Start one process per session (or agentic node), in source order."""
         env = self.env
         sessions = self.workload.sessions
-        order = sorted(range(len(sessions)), key=lambda i: sessions[i].turns[0].arrival_ms)
-        for i in order:
-            s = sessions[i]
-            t = s.turns[0].arrival_ms
-            if t > env.now:
-                yield event_at_time(env, t)
-            if len(s.turns) == 1:
-                self.release(s.turns[0])
-            else:
-                env.process(self.session(s))
+        if self.workload.kind == "agentic":
+            for s in sessions:
+                t = s.turns[0]
+                self._node_events[t.request_id] = (env.event(), env.event())
+            for i, s in enumerate(sessions):
+                env.process(self.node(i, s.turns[0]))
+        else:
+            for i, s in enumerate(sessions):
+                env.process(self.session(i, s))
 
-    def session(self, s: Session):
-        """A multi-turn session: each later turn waits for the previous one to end."""
+    def session(self, index: int, s: Session):
+        """One session: its turns one after another (trace or closed-loop mode)."""
         env = self.env
-        for k, turn in enumerate(s.turns):
-            if k and turn.delay_ms:
-                yield env.timeout(turn.delay_ms)
-            req = self.release(turn)
-            req.on_done = env.event()
-            yield req.on_done
+        slot = None
+        if self.slots is not None:
+            slot = self.slots.request()
+            yield slot
+        else:
+            first = s.turns[0].arrival_ms or 0.0
+            if first > env.now:
+                yield event_at_time(env, first)
+        history: list[tuple[int, int]] = []         # delta mode: token runs so far
+        try:
+            for k, turn in enumerate(s.turns):
+                if k and turn.delay_ms:
+                    yield env.timeout(turn.delay_ms)
+                prompt = turn.prompt
+                planned = turn.output_token_ids
+                if self.workload.prompt_mode == "delta":
+                    history.extend(_runs_of(turn.prompt))
+                    prompt = RunPrompt(tuple(history), sum(c for _, c in history))
+                    if planned is None:
+                        planned = self._planned_outputs(turn.output_length)
+                req = yield from self._release(index, k, turn, prompt, planned)
+                outcome = yield req.on_done
+                if outcome == CANCELLED:
+                    self.unreleased_cancelled.update(
+                        (t.session_id, t.turn_index) for t in s.turns[k + 1:])
+                    break
+                if self.workload.prompt_mode == "delta" and outcome == COMPLETED:
+                    history.extend((tok, 1) for tok in planned[:req.generated])
+        finally:
+            if slot is not None:
+                self.slots.release(slot)
 
-    # -- helpers ----------------------------------------------------------------------
-    def release(self, turn: Turn) -> EngineRequest:
+    def node(self, index: int, turn: Turn):
+        """One agentic node: wait for every dependency, then for ``not_before``."""
+        env = self.env
+        ready = turn.arrival_ms or 0.0
+        for dep in turn.deps:
+            dispatched, ended = self._node_events[dep.request_id]
+            ev = dispatched if dep.trigger == "dispatch" else ended
+            at = yield ev
+            ready = max(ready, at + dep.delay_ms)
+        if ready > env.now:
+            yield event_at_time(env, ready)
+        req = yield from self._release(index, 0, turn, turn.prompt, turn.output_token_ids)
+        self._node_events[turn.request_id][0].succeed(env.now)
+        yield req.on_done
+        self._node_events[turn.request_id][1].succeed(env.now)
+
+    # -- dispatch -----------------------------------------------------------------------
+    def _release(self, index: int, k: int, turn: Turn, prompt, planned):
+        """Queue a ready turn for this instant's dispatch and wait until it is routed."""
+        box = self.env.event()
+        heapq.heappush(self._ready, (self.env.now, index, k, self._seq, (turn, prompt, planned, box)))
+        self._seq += 1
+        if not self._flush_pending:
+            self._flush_pending = True
+            self.env.process(self._flush())
+        req = yield box
+        return req
+
+    def _flush(self):
+        """Release every turn that became ready at this instant, in reference order."""
+        yield event_at(self.env, 0, DISPATCH)
+        self._flush_pending = False
+        ready = self._ready
+        while ready:
+            _, _, _, _, (turn, prompt, planned, box) = heapq.heappop(ready)
+            box.succeed(self._dispatch(turn, prompt, planned))
+
+    def _dispatch(self, turn: Turn, prompt, planned) -> EngineRequest:
         uid = len(self.requests)
-        seq = TokenSequence(turn.prompt, self.block_size, uid, turn.output_token_ids)
+        seq = TokenSequence(prompt, self.block_size, uid, planned)
         req = EngineRequest(uid, seq, turn.output_length, arrival_ms=self.env.now,
                             session_id=turn.session_id, turn_index=turn.turn_index,
                             max_model_len=self.max_model_len)
+        req.on_done = self.env.event()
+        req.meta = turn
         self.requests.append(req)
         self.router.route(req)
         return req
 
     def on_done(self, req: EngineRequest) -> None:
         """Called by workers when a request completes or is rejected."""
-        if req.on_done is not None:
-            req.on_done.succeed()
+        if req.on_done is not None and not req.on_done.triggered:
+            req.on_done.succeed(COMPLETED if req.status == "completed" else REJECTED)
+
+    def cancel(self, req: EngineRequest) -> None:
+        """End a released turn as cancelled (the seed's ``release_cap_slot``): its session
+        ends and frees its concurrency slot; dependents of an agentic node are released.
+        The engine side (removing it from a worker) is the caller's business."""
+        if req.on_done is not None and not req.on_done.triggered:
+            req.status = "cancelled"
+            req.terminal_ms = self.env.now
+            req.on_done.succeed(CANCELLED)
+
+    def _planned_outputs(self, n: int) -> tuple[int, ...]:
+        lo, hi = OUTPUT_TOKEN_RANGE
+        return tuple(self.output_rng.integers(lo, hi, size=n).tolist())
+
+
+def _runs_of(prompt) -> list[tuple[int, int]]:
+    """The token runs of a compact prompt (ids repeated run_len times, truncated)."""
+    if isinstance(prompt, RunPrompt):
+        return list(prompt.runs)
+    runs = []
+    left = prompt.length
+    for tok in prompt.ids:
+        if left <= 0:
+            break
+        n = min(prompt.run_len, left)
+        runs.append((tok, n))
+        left -= n
+    return runs

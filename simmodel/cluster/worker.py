@@ -12,7 +12,7 @@ The worker owns a pure ``VllmScheduler`` and drives it in simulated time:
   barrier event only when something else is scheduled at the same instant (so that
   same-time arrivals join the batch), plus one wake-up event per idle period.  No event
   per token or per request inside a pass.
-* Completed and rejected requests are handed to ``on_done`` callbacks (sessions,
+* Completed and rejected requests (both at the pass end) go to ``on_done`` callbacks (sessions,
   routers) at the pass end.
 """
 from __future__ import annotations
@@ -65,10 +65,9 @@ class Worker:
                 yield from self._decode_run(*run)
                 continue
             plan = sched.schedule(start)
-            for r in plan.rejected:
-                notify(r)
             if not plan.entries:
                 if plan.rejected or not sched.has_work():
+                    self._settle_rejected(plan, start)
                     continue
                 head = sched.waiting[0]
                 raise UserError(
@@ -86,6 +85,13 @@ class Worker:
                     self.kv_events.append((end, kind, h))
             for r in sched.finish(plan, end, pass_idx):
                 notify(r)
+            self._settle_rejected(plan, end)
+
+    def _settle_rejected(self, plan, end: float) -> None:
+        """Rejections, like every effect of a pass, become visible at its end."""
+        for r in plan.rejected:
+            r.terminal_ms = end
+            self.notify(r)
 
     def _decode_run(self, durations, total):
         """Cover a run of pure-decode passes with one timeout, cut short by a submit.

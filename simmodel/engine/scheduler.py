@@ -196,8 +196,7 @@ class VllmScheduler:
             if r.admissions == 0 and self._rejects(r):
                 waiting.popleft()
                 r.state = DONE
-                r.status = "rejected"
-                r.terminal_ms = now
+                r.status = "rejected"         # terminal time: the pass end (worker)
                 plan.rejected.append(r)
                 continue
             seq_len = r.seq_len

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from simmodel.workload.model import Prompt
+from bisect import bisect_right
+
+from simmodel.workload.model import RunPrompt
 
 ROOT = 1337     # parent "hash" of a sequence's first block
 OUT = -1        # marker of a generated-token segment
@@ -31,15 +33,22 @@ class TokenSequence:
     when decoding fills them).
     """
 
-    __slots__ = ("prompt", "bs", "uid", "output_ids", "hashes")
+    __slots__ = ("prompt", "bs", "uid", "output_ids", "hashes", "_run_starts")
 
-    def __init__(self, prompt: Prompt, block_size: int, uid: int,
+    def __init__(self, prompt, block_size: int, uid: int,
                  output_ids: Optional[Sequence[int]] = None):
-        self.prompt = prompt
+        self.prompt = prompt              # Prompt (compact runs) or RunPrompt (explicit runs)
         self.bs = block_size
         self.uid = uid
         self.output_ids = output_ids
         self.hashes: list[int] = []
+        self._run_starts = None
+        if isinstance(prompt, RunPrompt):
+            starts, pos = [], 0
+            for _, count in prompt.runs:
+                starts.append(pos)
+                pos += count
+            self._run_starts = starts
         self.ensure(prompt.length // block_size)
 
     def ensure(self, n_blocks: int) -> list[int]:
@@ -49,52 +58,57 @@ class TokenSequence:
         if len(hashes) >= n_blocks:
             return hashes
         bs = self.bs
-        ids, run, plen = self.prompt.ids, self.prompt.run_len, self.prompt.length
+        plen = self.prompt.length
         parent = hashes[-1] if hashes else ROOT
         b0 = len(hashes)
-        if run % bs == 0 and n_blocks * bs <= plen:
-            # Fast path: every engine block lies inside one prompt run.
-            per = run // bs
-            append = hashes.append
-            for b in range(b0, n_blocks):
-                parent = hash((parent, (ids[b // per], bs)))
-                append(parent)
-            return hashes
+        if self._run_starts is None:
+            ids, run = self.prompt.ids, self.prompt.run_len
+            if run % bs == 0 and n_blocks * bs <= plen:
+                # Fast path: every engine block lies inside one prompt run.
+                per = run // bs
+                append = hashes.append
+                for b in range(b0, n_blocks):
+                    parent = hash((parent, (ids[b // per], bs)))
+                    append(parent)
+                return hashes
         for b in range(b0, n_blocks):
-            start = b * bs
-            end = start + bs
-            if end <= plen:
-                i0 = start // run
-                i1 = (end - 1) // run
-                if i0 == i1:
-                    local = (ids[i0], bs)
-                else:
-                    parts: list = []
-                    for i in range(i0, i1 + 1):
-                        _append_run(parts, ids[i], min(end, (i + 1) * run) - max(start, i * run))
-                    local = parts[0] if len(parts) == 1 else tuple(parts)
-            else:
-                local = self._mixed_content(start, end, ids, run, plen)
-            parent = hash((parent, local))
+            parent = hash((parent, self._content(b * bs, b * bs + bs)))
             hashes.append(parent)
         return hashes
 
-    def _mixed_content(self, start: int, end: int, ids, run: int, plen: int):
-        """Canonical content of a block that is not one prompt run: run-length pairs with
-        equal neighbours merged (so equal tokens give equal content however they were
-        produced); a lone run is the pair itself, as in the fast path."""
+    def _content(self, start: int, end: int):
+        """Canonical content of tokens [start, end): run-length pairs with equal
+        neighbours merged (equal tokens give equal content however they were produced);
+        a lone run is the pair itself, as in the fast path."""
         parts: list = []
+        plen = self.prompt.length
         if start < plen:
-            for i in range(start // run, (plen - 1) // run + 1):
-                _append_run(parts, ids[i], min(plen, (i + 1) * run) - max(start, i * run))
-        first = max(start, plen) - plen
-        count = end - max(start, plen)
-        if self.output_ids is None:
-            parts.append((OUT, self.uid, first, count))
-        else:
-            for tok in self.output_ids[first:first + count]:
-                _append_run(parts, tok, 1)
+            self._prompt_runs(parts, start, min(end, plen))
+        if end > plen:
+            first = max(start, plen) - plen
+            count = end - max(start, plen)
+            if self.output_ids is None:
+                parts.append((OUT, self.uid, first, count))
+            else:
+                for tok in self.output_ids[first:first + count]:
+                    _append_run(parts, tok, 1)
         return parts[0] if len(parts) == 1 else tuple(parts)
+
+    def _prompt_runs(self, parts: list, start: int, end: int) -> None:
+        if self._run_starts is None:
+            ids, run = self.prompt.ids, self.prompt.run_len
+            for i in range(start // run, (end - 1) // run + 1):
+                _append_run(parts, ids[i], min(end, (i + 1) * run) - max(start, i * run))
+            return
+        runs, starts = self.prompt.runs, self._run_starts
+        i = bisect_right(starts, start) - 1
+        while i < len(runs) and starts[i] < end:
+            tok, count = runs[i]
+            lo = max(start, starts[i])
+            hi = min(end, starts[i] + count)
+            if hi > lo:
+                _append_run(parts, tok, hi - lo)
+            i += 1
 
 
 def _append_run(parts: list, token: int, count: int) -> None:

@@ -31,6 +31,25 @@ class Prompt:
 
 
 @dataclass(frozen=True, slots=True)
+class RunPrompt:
+    """Token content as explicit runs ``(token_id, count)`` (adjacent runs may repeat an
+    id); used for prompts built during the run (delta-cumulative sessions)."""
+
+    runs: tuple[tuple[int, int], ...]
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    """An agentic node waits for ``request_id`` to be dispatched or to end
+    (``trigger``: ``dispatch`` | ``completion``), then ``delay_ms`` more."""
+
+    request_id: str
+    trigger: str = "completion"
+    delay_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     """One request of a session.
 
@@ -38,6 +57,9 @@ class Turn:
     first turn is at 0, and divided by the arrival speed-up).  Later turns have
     ``delay_ms``: the time between the previous turn's completion and this turn's release.
     ``line`` is the 1-based source line (for messages and default session names).
+
+    In an agentic workload every node is a one-turn session: ``arrival_ms`` is its
+    ``not_before`` time and ``deps`` the events it waits for (reference §7.3).
     """
 
     session_id: str
@@ -48,6 +70,9 @@ class Turn:
     delay_ms: Optional[float] = None
     output_token_ids: Optional[tuple[int, ...]] = None
     line: Optional[int] = None
+    request_id: Optional[str] = None        # agentic node id (unique per workload)
+    play_id: Optional[str] = None           # agentic trajectory ("play") it belongs to
+    deps: tuple[Dependency, ...] = ()       # agentic: released when all are met
 
     @property
     def input_length(self) -> int:
@@ -62,13 +87,25 @@ class Session:
     turns: tuple[Turn, ...]
 
 
+KINDS = ("sessions", "agentic")
+PROMPT_MODES = ("full", "delta")
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """All sessions of a run, in source order; ``source`` names where they came from."""
+    """All sessions of a run, in source order; ``source`` names where they came from.
+
+    ``kind``: ``sessions`` (turns of a session run one after another) or ``agentic`` (each
+    session is one node released by its dependencies).  ``prompt_mode``: ``full`` (each
+    turn's prompt is complete) or ``delta`` (a turn's prompt is only what it adds to the
+    session's history of prompts and generated outputs).
+    """
 
     sessions: tuple[Session, ...]
     source: str = ""
     meta: dict = field(default_factory=dict)
+    kind: str = "sessions"
+    prompt_mode: str = "full"
 
     @property
     def num_requests(self) -> int:
