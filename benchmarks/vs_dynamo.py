@@ -199,8 +199,8 @@ def _int(value):
 
 
 def ours_records(result) -> list[dict]:
-    """Our requests as dicts, in (arrival_time_ms, request_id) order."""
-    df = result.requests.sort_values(["arrival_time_ms", "request_id"], kind="mergesort")
+    """Our requests as dicts, in (arrival_time_ms, uid) order."""
+    df = result.requests.sort_values(["arrival_time_ms", "uid"], kind="mergesort")
     return df.to_dict("records")
 
 

@@ -15,10 +15,11 @@ def load_scenario(path: str) -> Scenario:
     return _load(path)
 
 
-def run(scenario: Scenario, *, seed: int | None = None) -> Result:
-    """Simulate a scenario and return its Result."""
+def run(scenario: Scenario, *, seed: int | None = None, workload=None) -> Result:
+    """Simulate a scenario and return its Result (``workload``: a ``simmodel.workload.
+    Workload`` built in Python, used instead of the scenario's own)."""
     from simmodel.sim import run as _run
-    return _run(scenario, seed=seed)
+    return _run(scenario, seed=seed, workload=workload)
 
 
 __all__ = ["Scenario", "Result", "UserError", "load_scenario", "run"]

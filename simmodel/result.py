@@ -10,7 +10,9 @@ import pandas as pd
 REQUEST_COLUMNS = (
     "session_id",            # str
     "turn_index",            # int
-    "request_id",            # int, dispatch order (0-based), unique per run
+    "uid",                   # int, release order (0-based), unique per run
+    "request_id",            # the trace's request id (agentic nodes), else None
+    "play_id",               # agentic trajectory id, else None
     "arrival_time_ms",       # release time into the cluster (dispatch time)
     "first_admit_ms",        # first admission into a worker's running set (NaN if never)
     "first_token_ms",
@@ -29,7 +31,7 @@ REQUEST_COLUMNS = (
     "decode_worker_idx",     # worker index (x dp + rank); -1 if never routed
     "admission_count",
     "readmission_count",
-    "terminal_status",       # completed | rejected | incomplete
+    "terminal_status",       # completed | rejected | cancelled | incomplete
 )
 
 #: Columns of ``Result.passes`` (one row per forward pass).

@@ -55,11 +55,14 @@ def check_schedulable(workload: Workload, scenario: Scenario) -> None:
                     "enable_chunked_prefill: false; it can never be scheduled")
 
 
-def build(scenario: Scenario, streams: Streams) -> Cluster:
+def build(scenario: Scenario, streams: Streams, workload: Workload | None = None) -> Cluster:
+    """Elaborate the cluster for ``scenario``; ``workload`` replaces the scenario's own
+    (a workload built in Python, e.g. in tests or notebooks)."""
     eng = scenario.cluster.engine
     bs = eng.effective_block_size
-    from simmodel.workload.build import build_workload
-    workload = build_workload(scenario.workload, engine_block_size=bs, streams=streams)
+    if workload is None:
+        from simmodel.workload.build import build_workload
+        workload = build_workload(scenario.workload, engine_block_size=bs, streams=streams)
     check_schedulable(workload, scenario)
     env = simpy.Environment()
     timing = make_timing(eng)
@@ -82,12 +85,14 @@ def build(scenario: Scenario, streams: Streams) -> Cluster:
     return Cluster(env, workers, router, driver, workload)
 
 
-def run(scenario: Scenario, *, seed: int | None = None) -> Result:
-    """Simulate ``scenario`` (optionally with another seed) and return its Result."""
+def run(scenario: Scenario, *, seed: int | None = None,
+        workload: Workload | None = None) -> Result:
+    """Simulate ``scenario`` (optionally with another seed, or on a ``workload`` built in
+    Python instead of the scenario's own) and return its Result."""
     if seed is not None:
         scenario = dataclasses.replace(scenario, seed=seed)
     t0 = time.perf_counter()
-    cluster = build(scenario, Streams(scenario.seed))
+    cluster = build(scenario, Streams(scenario.seed), workload)
     run_until(cluster.env, scenario.run.max_sim_time_ms)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     return collect(scenario, cluster, wall_ms)
@@ -125,7 +130,9 @@ def sim_end_ms(scenario: Scenario, cluster: Cluster, requests: pd.DataFrame) -> 
 def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
     reqs = cluster.driver.requests
     released = {(r.session_id, r.turn_index) for r in reqs}
-    unreleased = [t for s in cluster.workload.sessions for t in s.turns
+    dropped = cluster.driver.unreleased_cancelled
+    unreleased = [(t, "cancelled" if (t.session_id, t.turn_index) in dropped else "incomplete")
+                  for s in cluster.workload.sessions for t in s.turns
                   if (t.session_id, t.turn_index) not in released]
     requests = requests_frame(reqs, unreleased)
     passes = passes_frame(cluster.workers)
@@ -142,6 +149,7 @@ def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
         prefill_gpus_per_worker=0,
         wall_time_ms=wall_ms,
         sla=scenario.sla,
+        trajectories=cluster.workload.kind == "agentic",
     )
     kv_events = None
     if scenario.run.record_kv_events:

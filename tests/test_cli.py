@@ -30,7 +30,7 @@ def small_result(kv_events: bool = False) -> Result:
         "prefix_cache_reused_ratio": 0.25, "gpu_hours": 0.000343,
     }
     requests = pd.DataFrame({"session_id": ["a", "b"], "turn_index": [0, 0],
-                             "request_id": [0, 1], "ttft_ms": [19.0, 22.0]})
+                             "uid": [0, 1], "ttft_ms": [19.0, 22.0]})
     passes = pd.DataFrame([[0, 0.0, 19.0, 100, 1, 0, 0, 2]], columns=list(PASS_COLUMNS))
     events = (pd.DataFrame({"time_ms": [19.0], "worker": [0], "kind": ["stored"],
                             "block_hash": [123]}) if kv_events else None)

@@ -27,7 +27,7 @@ STATS = ("mean", "min", "max", "median", "p75", "p90", "p95", "p99", "std")
 
 def _row(**overrides) -> dict:
     row = {c: NAN for c in REQUEST_COLUMNS}
-    row.update(session_id="s", turn_index=0, request_id=0, input_length=0,
+    row.update(session_id="s", turn_index=0, uid=0, input_length=0,
                requested_output_length=0, output_length=0, reused_input_tokens=0,
                first_admission_reused_input_tokens=0, decode_worker_idx=0,
                admission_count=1, readmission_count=0, terminal_status="completed")
@@ -44,24 +44,24 @@ def _frame(*rows: dict) -> pd.DataFrame:
 #   B: arrival 5,  tokens at 25, 35, 45          (n=3): ttft 20, ttst 10, e2e 40, itl (45-25)/2 = 10
 #   C: arrival 10, token  at 40                  (n=1): ttft 30, ttst -,  e2e 30, itl -
 # Pooled gaps: A 5, 0, 5, 10; B 10, 10  ->  {0: 1, 5: 2, 10: 3}.
-A = _row(request_id=0, arrival_time_ms=0.0, first_admit_ms=0.0, first_token_ms=10.0,
+A = _row(uid=0, arrival_time_ms=0.0, first_admit_ms=0.0, first_token_ms=10.0,
          second_token_ms=15.0, last_token_ms=30.0, terminal_time_ms=30.0, ttft_ms=10.0,
          ttst_ms=5.0, e2e_latency_ms=30.0, itl_ms=5.0, input_length=100,
          requested_output_length=5, output_length=5, reused_input_tokens=50,
          first_admission_reused_input_tokens=0)
-B = _row(request_id=1, arrival_time_ms=5.0, first_admit_ms=5.0, first_token_ms=25.0,
+B = _row(uid=1, arrival_time_ms=5.0, first_admit_ms=5.0, first_token_ms=25.0,
          second_token_ms=35.0, last_token_ms=45.0, terminal_time_ms=45.0, ttft_ms=20.0,
          ttst_ms=10.0, e2e_latency_ms=40.0, itl_ms=10.0, input_length=200,
          requested_output_length=3, output_length=3, reused_input_tokens=100,
          first_admission_reused_input_tokens=100)
-C = _row(request_id=2, arrival_time_ms=10.0, first_admit_ms=10.0, first_token_ms=40.0,
+C = _row(uid=2, arrival_time_ms=10.0, first_admit_ms=10.0, first_token_ms=40.0,
          last_token_ms=40.0, terminal_time_ms=40.0, ttft_ms=30.0, e2e_latency_ms=30.0,
          input_length=300, requested_output_length=1, output_length=1)
 # Would change every statistic if they were counted.
-REJECTED = _row(request_id=3, arrival_time_ms=12.0, terminal_time_ms=500.0, input_length=9000,
+REJECTED = _row(uid=3, arrival_time_ms=12.0, terminal_time_ms=500.0, input_length=9000,
                 requested_output_length=10, decode_worker_idx=-1, admission_count=0,
                 terminal_status="rejected")
-INCOMPLETE = _row(request_id=4, arrival_time_ms=13.0, first_admit_ms=13.0, first_token_ms=900.0,
+INCOMPLETE = _row(uid=4, arrival_time_ms=13.0, first_admit_ms=13.0, first_token_ms=900.0,
                   second_token_ms=990.0, last_token_ms=990.0, ttft_ms=887.0, ttst_ms=90.0,
                   e2e_latency_ms=977.0, itl_ms=90.0, input_length=7000,
                   requested_output_length=50, output_length=2, reused_input_tokens=7000,

@@ -164,16 +164,16 @@ class Driver:
     def on_done(self, req: EngineRequest) -> None:
         """Called by workers when a request completes or is rejected."""
         if req.on_done is not None and not req.on_done.triggered:
-            req.on_done.succeed(COMPLETED if req.status == "completed" else REJECTED)
+            outcome = {"completed": COMPLETED, "rejected": REJECTED}.get(req.status, CANCELLED)
+            req.on_done.succeed(outcome)
 
     def cancel(self, req: EngineRequest) -> None:
-        """End a released turn as cancelled (the seed's ``release_cap_slot``): its session
-        ends and frees its concurrency slot; dependents of an agentic node are released.
-        The engine side (removing it from a worker) is the caller's business."""
-        if req.on_done is not None and not req.on_done.triggered:
-            req.status = "cancelled"
-            req.terminal_ms = self.env.now
-            req.on_done.succeed(CANCELLED)
+        """Cancel a released turn (the seed's ``release_cap_slot``): its worker drops it at
+        the end of the pass in flight, then its session ends and frees its concurrency
+        slot, and an agentic node's dependents are released."""
+        if req.status in ("completed", "rejected", "cancelled"):
+            return
+        self.router.workers[req.worker_idx].cancel(req)
 
     def _planned_outputs(self, n: int) -> tuple[int, ...]:
         lo, hi = OUTPUT_TOKEN_RANGE

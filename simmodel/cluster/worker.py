@@ -41,6 +41,8 @@ class Worker:
         self.record_events = record_events
         self.coalesce = coalesce
         self.kv_events: list[tuple] = []  # (time_ms, kind, hash)
+        self._cancels: list[EngineRequest] = []
+        self.idle_between_passes = True   # no pass in flight right now
 
     def submit(self, req: EngineRequest) -> None:
         """Enqueue a request; wakes the worker if it is idle."""
@@ -49,20 +51,44 @@ class Worker:
         if self.wake is not None and not self.wake.triggered:
             self.wake.succeed()
 
+    def cancel(self, req: EngineRequest):
+        """Cancel ``req`` at the end of the pass in flight (or now if the worker is
+        idle); notifies ``notify`` once it is gone."""
+        self._cancels.append(req)
+        if self.wake is not None and not self.wake.triggered:
+            self.wake.succeed()
+        elif self.idle_between_passes:
+            self._apply_cancels()
+
+    def _apply_cancels(self) -> None:
+        cancels, self._cancels = self._cancels, []
+        for r in cancels:
+            if self.sched.cancel(r):
+                r.terminal_ms = self.env.now
+                self.notify(r)
+
     def run(self):
         env, sched, passes, notify = self.env, self.sched, self.passes, self.notify
         while True:
+            if self._cancels:
+                self._apply_cancels()
             if not sched.has_work():
                 self.wake = env.event()
                 yield self.wake
                 self.wake = None
+                if self._cancels:
+                    self._apply_cancels()
+                    if not sched.has_work():
+                        continue
             if env.peek() <= env.now:
                 # Let every arrival of this instant reach the queue before batching.
                 yield event_at(env, 0, LATE)
             start = env.now
             run = sched.decode_run() if self.coalesce else None
             if run is not None:
+                self.idle_between_passes = False
                 yield from self._decode_run(*run)
+                self.idle_between_passes = True
                 continue
             plan = sched.schedule(start)
             if not plan.entries:
@@ -75,7 +101,9 @@ class Worker:
                     f"({head.seq_len} tokens) can never be scheduled on worker {self.idx}: "
                     "it does not fit the KV pool or the token budget "
                     "(enable_chunked_prefill, max_num_batched_tokens, num_gpu_blocks)")
+            self.idle_between_passes = False
             yield event_at(env, plan.duration_ms, URGENT)
+            self.idle_between_passes = True
             end = env.now
             pass_idx = len(passes)
             passes.add(start, end, plan.prefill_tokens, plan.num_prefill,

@@ -75,6 +75,20 @@ class VllmScheduler:
         req.state = WAITING
         self.waiting.append(req)
 
+    def cancel(self, req: EngineRequest) -> bool:
+        """Drop a waiting or running request now (its blocks are released); the caller
+        only cancels between passes.  False if it is no longer here."""
+        if req.state == WAITING and req in self.waiting:
+            self.waiting.remove(req)
+        elif req.state == RUNNING:
+            self.running.remove(req)
+            self._release(req)
+        else:
+            return False
+        req.state = DONE
+        req.status = "cancelled"
+        return True
+
     def has_work(self) -> bool:
         return bool(self.running) or bool(self.waiting)
 

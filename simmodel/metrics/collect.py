@@ -20,14 +20,17 @@ from simmodel.result import PASS_COLUMNS, REQUEST_COLUMNS
 
 
 def requests_frame(requests, unreleased) -> pd.DataFrame:
-    """``requests``: EngineRequests in release order; ``unreleased``: workload turns that
-    never reached the cluster (the run was cut short)."""
+    """``requests``: EngineRequests in release order; ``unreleased``: (turn, status) of
+    workload turns that never reached the cluster (cut short: ``incomplete``; left behind
+    by a cancelled turn: ``cancelled``)."""
     rows = []
     for r in requests:
         n = r.generated
         first, last = r.first_token_ms, r.last_token_ms
+        turn = r.meta
         rows.append((
-            r.session_id, r.turn_index, r.uid, r.arrival_ms, r.first_admit_ms,
+            r.session_id, r.turn_index, r.uid, turn.request_id, turn.play_id,
+            r.arrival_ms, r.first_admit_ms,
             first, r.second_token_ms, last, r.terminal_ms,
             first - r.arrival_ms, r.second_token_ms - first, last - r.arrival_ms,
             (last - first) / (n - 1) if n >= 2 else math.nan,
@@ -35,9 +38,10 @@ def requests_frame(requests, unreleased) -> pd.DataFrame:
             r.worker_idx, r.admissions, max(0, r.admissions - 1), r.status,
         ))
     nan = math.nan
-    for t in unreleased:
-        rows.append((t.session_id, t.turn_index, -1, nan, nan, nan, nan, nan, nan, nan, nan,
-                     nan, nan, t.input_length, t.output_length, 0, 0, 0, -1, 0, 0, "incomplete"))
+    for t, status in unreleased:
+        rows.append((t.session_id, t.turn_index, -1, t.request_id, t.play_id,
+                     nan, nan, nan, nan, nan, nan, nan, nan, nan, nan,
+                     t.input_length, t.output_length, 0, 0, 0, -1, 0, 0, status))
     df = pd.DataFrame.from_records(rows, columns=list(REQUEST_COLUMNS))
     return df
 

@@ -209,7 +209,7 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
               num_requests: int, committed_prefill_tokens: int,
               decode_worker_seconds: float, prefill_worker_seconds: float,
               decode_gpus_per_worker: int, prefill_gpus_per_worker: int,
-              wall_time_ms: float, sla: SlaConfig) -> dict:
+              wall_time_ms: float, sla: SlaConfig, trajectories: bool = False) -> dict:
     """The run's summary dict, keys in the reference's order (``SUMMARY_KEYS`` then, if
     ``sla.is_set``, ``GOODPUT_KEYS``); values are plain ``int``/``float``/``str``/``None``.
 
@@ -276,6 +276,8 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
     sets = {"ttft": (ttft, None), "ttst": (ttst, None), "tpot": (tpot, None),
             "itl": (gaps, weights), "e2e_latency": (e2e, None)}
     for metric in LATENCY_METRICS:
+        if metric == "e2e_latency" and trajectories:
+            out.update(trajectory_summary(requests))   # the reference puts them here
         stats = weighted_stats(*sets[metric])
         out.update({f"{stat}_{metric}_ms": stats[stat] for stat in STAT_NAMES})
 
@@ -290,4 +292,27 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
         out["goodput_completed_requests"] = good_count
         out["goodput_request_throughput_rps"] = _per_second(good_count, duration_ms)
         out["goodput_output_throughput_tok_s"] = _per_second(good_out, duration_ms)
+    return out
+
+
+def trajectory_summary(requests: pd.DataFrame) -> dict:
+    """Agentic trajectories (plays): how many there are, how many completed (every node
+    completed), and the E2E latency of completed ones: last token of the play minus the
+    first arrival in it.  Keys as the reference's (including its extra ``p50_``)."""
+    plays = requests[requests["play_id"].notna()]
+    groups = plays.groupby("play_id", sort=False)
+    total = int(groups.ngroups)
+    ok = groups["terminal_status"].agg(lambda s: bool((s == "completed").all()))
+    done_ids = ok[ok].index
+    e2e = np.asarray([
+        float(g["last_token_ms"].max() - g["arrival_time_ms"].min())
+        for pid, g in groups if pid in set(done_ids)], dtype=float)
+    out: dict = {
+        "total_trajectories": total,
+        "completed_trajectories": int(len(done_ids)),
+        "incomplete_trajectories": total - int(len(done_ids)),
+    }
+    stats = weighted_stats(e2e)
+    out.update({f"{stat}_trajectory_e2e_latency_ms": stats[stat] for stat in STAT_NAMES})
+    out["p50_trajectory_e2e_latency_ms"] = stats["median"]
     return out
