@@ -28,6 +28,8 @@ KEEP_FIELDS = (
     # requested_output_length: to match requests by shape (output_length is 0 for
     # rejected requests and capped by max_model_len); readmission_count: to see preemptions
     "requested_output_length", "readmission_count",
+    # agentic traces: node and trajectory ids
+    "request_id", "play_id",
 )
 
 

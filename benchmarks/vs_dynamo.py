@@ -115,10 +115,23 @@ def reference_job(scenario, workdir: Path) -> tuple[dict, str]:
         "sla_itl_ms": scenario.sla.itl_ms,
         "sla_e2e_ms": scenario.sla.e2e_ms,
     }
+    if wl.concurrency is not None:
+        args["replay_concurrency"] = wl.concurrency
     if wl.synthetic is None:
         args["max_sim_time_ms"] = scenario.run.max_sim_time_ms
+        if wl.format == "azure":
+            raise ValueError("the reference has no Azure CSV reader; simmodel's is checked "
+                             "against hand-built expectations in tests/test_workload_azure.py")
+        if wl.format in ("agentic", "weka"):
+            args["trace_format"] = REFERENCE_FORMATS[wl.format]
+            model = first_model(Path(wl.trace))
+            if model is not None:
+                args["execution_model"] = model
+            trace = Path(wl.trace)
+            files = sorted(str(f) for f in trace.glob("*.json")) if trace.is_dir() else [wl.trace]
+            return {"mode": "trace", "trace_files": files, "args": args}, "request_id"
         args["trace_block_size"] = wl.trace_block_size
-        args["trace_format"] = wl.format
+        args["trace_format"] = REFERENCE_FORMATS[wl.format]
         trace = name_single_turn_rows(Path(wl.trace), workdir / "trace.jsonl")
         return {"mode": "trace", "trace_files": [str(trace)], "args": args}, "ids"
     syn = wl.synthetic
@@ -137,6 +150,44 @@ def reference_job(scenario, workdir: Path) -> tuple[dict, str]:
     job = {"mode": "synthetic", "args": args,
            "positional": [syn.input_tokens, syn.output_tokens, syn.requests]}
     return job, how
+
+
+#: simmodel's ``workload.format`` -> the reference's ``trace_format``.
+REFERENCE_FORMATS = {"mooncake": "mooncake", "mooncake-delta": "mooncake-delta",
+                     "agentic": "agentic_mooncake", "weka": "weka"}
+
+
+def first_model(path: Path):
+    """The ``model`` of an agentic trace's first request row (the reference needs it as
+    ``execution_model``); for a Weka conversation, its first declared model."""
+    if path.is_dir():
+        files = sorted(path.glob("*.json"))
+        path = files[0] if files else path
+    if path.suffix == ".json":
+        data = json.loads(path.read_text(encoding="utf-8"))
+        models = data.get("models") or []
+        return models[0] if models else None
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if "schema" in row:
+                continue
+            return row.get("model")
+    return None
+
+
+def match_by_request_id(ours: list[dict], ref: list[dict]):
+    index = {str(r["request_id"]): r for r in ours}
+    pairs, ref_only = [], []
+    for rec in ref:
+        mine = index.pop(str(rec.get("request_id")), None)
+        if mine is None:
+            ref_only.append(rec)
+        else:
+            pairs.append((mine, rec))
+    return pairs, list(index.values()), ref_only, 0
 
 
 def name_single_turn_rows(src: Path, dst: Path) -> Path:
@@ -391,7 +442,10 @@ def check_scenario(path: str, python: str, opts) -> dict:
                               "summaries are compared, and only request/token counts must agree")
     else:
         ref_recs = ref["per_request"]
-        if how == "ids" and ref_recs and all(r.get("session_id") is not None for r in ref_recs):
+        if how == "request_id":
+            report["matching"] = "request_id (agentic nodes)"
+            pairs, ours_only, ref_only, tied = match_by_request_id(mine, ref_recs)
+        elif how == "ids" and ref_recs and all(r.get("session_id") is not None for r in ref_recs):
             report["matching"] = "(session_id, turn_index)"
             pairs, ours_only, ref_only, tied = match_by_ids(mine, ref_recs)
         else:
