@@ -26,6 +26,13 @@ lines counted).  Sessions are listed in the order of their first rows.  First tu
 completes): the explicit ``delay``, else the timestamp difference to the previous turn
 when both are present, else 0; divided by ``arrival_speedup_ratio`` as well.
 
+Delta prompts (``prompt_mode="delta"``, the reference's ``mooncake-delta``, §7.2): the rows
+are read exactly as above, but a turn's row holds only what the turn *adds*: its ``Prompt``
+is that delta alone, and the driver builds the engine prompt at release time from the
+session's history (every earlier delta, the output tokens each earlier completed turn
+emitted, then this delta).  Giving ``output_token_ids`` on every row makes that history
+independent of any output-token RNG.
+
 Every mistake in the file raises a one-line ``UserError("<path>:<line>: <what>")``.
 Cost: one ``json.loads`` per line and O(len(hash_ids)) work per row (never per token).
 """
@@ -36,7 +43,7 @@ import math
 from typing import Any, Optional
 
 from simmodel.errors import UserError
-from simmodel.workload.model import Prompt, Session, Turn, Workload
+from simmodel.workload.model import PROMPT_MODES, Prompt, Session, Turn, Workload
 
 
 class _RowError(Exception):
@@ -90,13 +97,18 @@ _INT_ONLY = {int}       # set(map(type, ...)) <= {int}: no bools, floats or stri
 
 
 def read_mooncake(path: str, *, trace_block_size: int = 512,
-                  arrival_speedup_ratio: float = 1.0) -> Workload:
+                  arrival_speedup_ratio: float = 1.0, prompt_mode: str = "full") -> Workload:
     """Read a Mooncake JSONL trace into a ``Workload`` (see the module docstring).
 
     ``trace_block_size`` is the number of tokens one hash id stands for;
-    ``arrival_speedup_ratio`` divides first-turn arrivals and inter-turn delays.
+    ``arrival_speedup_ratio`` divides first-turn arrivals and inter-turn delays;
+    ``prompt_mode`` is ``full`` (each row is a whole prompt) or ``delta`` (each row is
+    what the turn adds to its session's history; ``Workload.prompt_mode`` says so).
     Raises ``UserError`` naming ``path:line`` for any problem in the file.
     """
+    if prompt_mode not in PROMPT_MODES:
+        raise ValueError(f"prompt_mode must be one of {', '.join(PROMPT_MODES)}, "
+                         f"got {prompt_mode!r}")
     if not _is_int(trace_block_size) or trace_block_size <= 0:
         raise ValueError(
             f"trace_block_size must be a positive integer, got {trace_block_size!r}")
@@ -276,7 +288,9 @@ def read_mooncake(path: str, *, trace_block_size: int = 512,
     return Workload(
         sessions=tuple(out),
         source=str(path),
-        meta={"format": "mooncake", "trace_block_size": trace_block_size,
+        meta={"format": "mooncake" if prompt_mode == "full" else "mooncake-delta",
+              "trace_block_size": trace_block_size,
               "arrival_speedup_ratio": arrival_speedup_ratio,
               "unique_hash_ids": len(canonical)},
+        prompt_mode=prompt_mode,
     )
