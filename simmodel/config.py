@@ -19,7 +19,8 @@ BACKENDS = ("vllm", "sglang", "trtllm")
 DEFAULT_BLOCK_SIZE = {"vllm": 64, "sglang": 1, "trtllm": 32}
 PREEMPTION_MODES = ("lifo", "fifo")
 TIMING_TYPES = ("polynomial", "fixed")
-ROUTER_MODES = ("round_robin",)
+ROUTER_MODES = ("round_robin", "kv")
+QUEUE_POLICIES = ("fcfs", "lcfs", "wspt")
 TRACE_FORMATS = ("mooncake", "mooncake-delta", "agentic", "azure", "weka")
 
 
@@ -148,12 +149,35 @@ class EngineConfig:
 
 @dataclass(frozen=True, slots=True)
 class RouterConfig:
-    """``cluster.router``."""
+    """``cluster.router``: ``round_robin`` or ``kv`` (KV-cache-aware, reference §5.2).
+
+    The kv keys mirror the reference's ``KvRouterConfig`` names and defaults.
+    """
 
     mode: str = "round_robin"
+    overlap_score_credit: float = 1.0
+    overlap_score_credit_decay: float = 0.0
+    prefill_load_scale: float = 1.0
+    decode_active_request_weight: float = 0.0
+    router_temperature: float = 0.0
+    router_track_active_blocks: bool = True
+    router_track_prefill_tokens: bool = True
+    router_assume_kv_reuse: bool = True
+    router_queue_threshold: Optional[float] = None
+    router_queue_policy: str = "fcfs"
+    kv_event_lag_ms: Optional[float] = None
 
     def __post_init__(self):
         _choice("mode", self.mode, ROUTER_MODES)
+        for key in ("overlap_score_credit", "overlap_score_credit_decay", "prefill_load_scale",
+                    "decode_active_request_weight", "router_temperature"):
+            _non_negative_number(key, getattr(self, key))
+        for key in ("router_track_active_blocks", "router_track_prefill_tokens",
+                    "router_assume_kv_reuse"):
+            _bool(key, getattr(self, key))
+        _non_negative_number("router_queue_threshold", self.router_queue_threshold, allow_none=True)
+        _choice("router_queue_policy", self.router_queue_policy, QUEUE_POLICIES)
+        _non_negative_number("kv_event_lag_ms", self.kv_event_lag_ms, allow_none=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ import pandas as pd
 import simpy
 
 from simmodel.cluster.driver import Driver
+from simmodel.cluster.kv_router import KvRouter
 from simmodel.cluster.router import RoundRobin
 from simmodel.cluster.worker import Worker
 from simmodel.config import Scenario
@@ -67,18 +68,34 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
     env = simpy.Environment()
     timing = make_timing(eng)
     record = scenario.run.record_kv_events
+    rcfg = scenario.cluster.router
     workers: list[Worker] = []
-    router = RoundRobin(workers)
+    if rcfg.mode == "kv":
+        router = KvRouter(env, workers, rcfg, block_size=bs,
+                          max_num_batched_tokens=eng.max_num_batched_tokens,
+                          rng=streams["router_ties"])
+    else:
+        router = RoundRobin(workers)
+    kv_mode = rcfg.mode == "kv"
     concurrency = scenario.workload.concurrency
     if concurrency is not None and workload.kind != "sessions":
         raise UserError(f"{scenario.source or 'scenario'}: workload.concurrency: not supported "
                         f"for format {scenario.workload.format!r} (agentic workloads)")
     driver = Driver(env, workload, router, block_size=bs, max_model_len=eng.max_model_len,
                     concurrency=concurrency, output_rng=streams["output_tokens"])
+    notify = driver.on_done
+    if kv_mode:
+        def notify(req, _driver=driver.on_done, _router=router.on_done):
+            _router(req)
+            _driver(req)
     for i in range(scenario.cluster.workers):
-        sched = VllmScheduler(eng, timing, record_events=record)
-        workers.append(Worker(env, i, sched, driver.on_done, record_events=record,
-                              coalesce=scenario.run.coalesce_decode))
+        sched = VllmScheduler(eng, timing, record_events=record or kv_mode)
+        workers.append(Worker(env, i, sched, notify, record_events=record,
+                              coalesce=scenario.run.coalesce_decode,
+                              event_sink=router.on_kv_events if kv_mode else None,
+                              on_first_token=router.on_first_token if kv_mode else None))
+    if kv_mode:
+        router.attach()
     for w in workers:
         env.process(w.run())
     driver.start()

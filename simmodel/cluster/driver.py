@@ -173,6 +173,8 @@ class Driver:
         slot, and an agentic node's dependents are released."""
         if req.status in ("completed", "rejected", "cancelled"):
             return
+        if req.worker_idx < 0:
+            return                            # still in a router queue: not supported
         self.router.workers[req.worker_idx].cancel(req)
 
     def _planned_outputs(self, n: int) -> tuple[int, ...]:

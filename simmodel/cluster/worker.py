@@ -31,7 +31,8 @@ class Worker:
     """One aggregated worker (one DP rank): a scheduler, its pass log, its process."""
 
     def __init__(self, env: simpy.Environment, idx: int, scheduler: VllmScheduler,
-                 notify, record_events: bool = False, coalesce: bool = True):
+                 notify, record_events: bool = False, coalesce: bool = True,
+                 event_sink=None, on_first_token=None):
         self.env = env
         self.idx = idx
         self.sched = scheduler
@@ -40,6 +41,10 @@ class Worker:
         self.passes = PassLog()
         self.record_events = record_events
         self.coalesce = coalesce
+        self.event_sink = event_sink          # callable(worker idx, [(t, kind, hash)])
+        self.on_first_token = on_first_token  # callable(request) at its first token
+        self.publishes = record_events or event_sink is not None
+        self._run = None                      # decode run in flight (see _decode_run)
         self.kv_events: list[tuple] = []  # (time_ms, kind, hash)
         self._cancels: list[EngineRequest] = []
         self.idle_between_passes = True   # no pass in flight right now
@@ -108,11 +113,15 @@ class Worker:
             pass_idx = len(passes)
             passes.add(start, end, plan.prefill_tokens, plan.num_prefill,
                        plan.num_decode, plan.decode_tokens, plan.kv_blocks_active)
-            if self.record_events:
-                for kind, h in sched.kv.drain_events():
-                    self.kv_events.append((end, kind, h))
+            if self.publishes:
+                drained = sched.kv.drain_events()
+                if drained:
+                    self._publish([(end, kind, h) for kind, h in drained])
             for r in sched.finish(plan, end, pass_idx):
                 notify(r)
+            if self.on_first_token is not None:
+                for r in plan.first_tokens:
+                    self.on_first_token(r)
             self._settle_rejected(plan, end)
 
     def _settle_rejected(self, plan, end: float) -> None:
@@ -126,16 +135,18 @@ class Worker:
 
         Event budget: one ``URGENT`` event for the run's end, one wake-up if a request
         is submitted mid-run, and then one ``URGENT`` event for the end of the pass in
-        flight at that moment.
+        flight at that moment.  ``sync`` may settle the passes that already ended before
+        the run is over (so a KV router sees their events).
         """
-        env, sched = self.env, self.sched
+        env = self.env
         start = env.now
         ends = np.add.accumulate(np.concatenate(([start], durations)))[1:]
-        m = len(durations)
+        self._run = [durations, total, start, ends, 0]
         self.wake = env.event()
         end_ev = event_at_time(env, float(ends[-1]), URGENT)
         yield end_ev | self.wake
         self.wake = None
+        m = len(durations)
         if not end_ev.processed:
             # A request arrived at t: passes that started before t run to their end.
             t = env.now
@@ -143,7 +154,39 @@ class Worker:
             m = 0 if t <= start else min(len(durations), int(np.searchsorted(ends, t)) + 1)
             if m and ends[m - 1] > t:
                 yield event_at_time(env, float(ends[m - 1]), URGENT)
-        events = self.kv_events if self.record_events else None
-        for r in sched.commit_decode_run(durations, total, m, start, len(self.passes),
-                                         self.passes, events):
+        self._commit_run(m)
+        self._run = None
+
+    def _commit_run(self, upto: int) -> None:
+        """Settle passes ``done..upto-1`` of the current decode run."""
+        durations, total, start, ends, done = self._run
+        k = upto - done
+        if k <= 0:
+            return
+        sched = self.sched
+        first = start if done == 0 else float(ends[done - 1])
+        events = [] if self.publishes else None
+        finished = sched.commit_decode_run(durations[done:], total + len(sched.running) * done,
+                                           k, first, len(self.passes), self.passes, events)
+        self._run[4] = upto
+        if events:
+            self._publish(events)
+        for r in finished:
             self.notify(r)
+
+    def sync(self, t: float) -> None:
+        """Settle every pass of a decode run in flight that ended at or before ``t``
+        (its last pass is left to the process)."""
+        if self._run is None:
+            return
+        ends, done = self._run[3], self._run[4]
+        upto = min(int(np.searchsorted(ends, t, side="right")), len(ends) - 1)
+        if upto > done:
+            self._commit_run(upto)
+
+    def _publish(self, events: list) -> None:
+        """KV events ``(pass end, kind, hash)``: kept for the result and/or sent on."""
+        if self.record_events:
+            self.kv_events.extend(events)
+        if self.event_sink is not None:
+            self.event_sink(self.idx, events)

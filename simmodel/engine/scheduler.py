@@ -48,6 +48,7 @@ class PassPlan:
     decode_tokens: int = 0
     kv_blocks_active: int = 0
     committed_tokens: int = 0
+    first_tokens: list = field(default_factory=list)   # filled by finish()
 
 
 class VllmScheduler:
@@ -290,6 +291,7 @@ class VllmScheduler:
             r.seq_len += 1
             if g == 1:
                 r.first_token_ms = end_ms
+                plan.first_tokens.append(r)
             else:
                 if g == 2:
                     r.second_token_ms = end_ms

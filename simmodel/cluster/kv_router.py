@@ -1,0 +1,230 @@
+"""The KV-cache-aware router (reference §5.2) and its optional queue.
+
+State, per worker ``w``:
+
+* an **index** of the blocks cached on ``w``, fed *only* by the worker's KV events
+  (``stored`` / ``removed``), which become visible at the pass end plus
+  ``kv_event_lag_ms``;
+* **active blocks**: the full prompt blocks of ``w``'s live requests, from routing until
+  the request ends (deduplicated unless ``router_assume_kv_reuse`` is off);
+* **active prefill tokens**: for each of ``w``'s requests whose prefill has not finished,
+  its prompt minus the overlap it was routed with; dropped at its first token.
+
+Cost of ``w`` for a request of ``isl`` tokens and ``n`` full prompt blocks, ``o`` of them
+leading blocks found in ``w``'s index (block size ``bs``)::
+
+    prefill = prefill_load_scale * max(0, (active_prefill_tokens + isl) / bs - credit * o)
+    decode  = active_blocks + (blocks of the request not already active on w)
+    cost    = prefill + decode + decode_active_request_weight * active_requests
+
+The lowest cost wins; ties are broken with the seeded ``router_ties`` stream (the
+reference breaks them without a seed).  With ``router_temperature`` T > 0 the choice is a
+softmax over costs normalised to [min, max].
+
+Queue (``router_queue_threshold`` f): a worker is busy when its active prefill tokens
+exceed f x max_num_batched_tokens; a request waits in the queue when the queue is not
+empty or every worker is busy, and the queue drains on every prefill completion, request
+completion and topology change, best entry first (fcfs / lcfs / wspt).
+
+Pure bookkeeping plus one call into the workers (``sync``) before each decision, so that
+coalesced decode runs have published the KV events of every pass that already ended.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+import numpy as np
+
+from simmodel.config import RouterConfig
+from simmodel.engine.kv_cache import STORED
+from simmodel.engine.request import EngineRequest
+
+
+class _WorkerView:
+    __slots__ = ("index", "pending", "active", "active_sum", "prefill_tokens", "requests")
+
+    def __init__(self):
+        self.index: set[int] = set()
+        self.pending: deque = deque()          # (visible_ms, kind, hash)
+        self.active: dict[int, int] = {}       # hash -> live requests holding it
+        self.active_sum = 0                    # Σ blocks, not deduplicated
+        self.prefill_tokens = 0
+        self.requests = 0
+
+
+class KvRouter:
+    def __init__(self, env, workers: list, cfg: RouterConfig, *, block_size: int,
+                 max_num_batched_tokens: int, rng: np.random.Generator):
+        self.env = env
+        self.workers = workers
+        self.cfg = cfg
+        self.bs = block_size
+        self.rng = rng
+        self.views: list[_WorkerView] = []
+        self.lag = cfg.kv_event_lag_ms or 0.0
+        self.busy_limit = (None if cfg.router_queue_threshold is None
+                           else cfg.router_queue_threshold * max_num_batched_tokens)
+        self.queue: list = []                  # heap of (-strict, -score, seq, request)
+        self._seq = 0
+        self._routed: dict[int, tuple] = {}    # uid -> (worker, hashes, prefill tokens left)
+
+    # -- wiring -----------------------------------------------------------------------
+    def attach(self) -> None:
+        """Called once the workers exist."""
+        self.views = [_WorkerView() for _ in self.workers]
+
+    def on_kv_events(self, worker: int, events) -> None:
+        """``events``: (pass end ms, kind, hash) in time order; visible after the lag."""
+        pending = self.views[worker].pending
+        lag = self.lag
+        for t, kind, h in events:
+            pending.append((t + lag, kind, h))
+
+    # -- routing ----------------------------------------------------------------------
+    def route(self, req: EngineRequest) -> None:
+        if self.busy_limit is not None and (self.queue or self._all_busy()):
+            self._enqueue(req)
+            return
+        self._place(req)
+
+    def _place(self, req: EngineRequest) -> None:
+        now = self.env.now
+        for w in self.workers:
+            w.sync(now)
+        views = self.views
+        for v in views:
+            self._apply_events(v, now)
+        bs = self.bs
+        hashes = req.seq.hashes[: req.prompt_len // bs]
+        isl = req.prompt_len
+        overlaps = [self._overlap(v, hashes) for v in views]
+        costs = self._costs(req, hashes, overlaps)
+        i = self._choose(costs)
+        v = views[i]
+        cached = min(isl, overlaps[i] * bs)
+        left = isl - cached if self.cfg.router_track_prefill_tokens else 0
+        v.prefill_tokens += left
+        v.requests += 1
+        if self.cfg.router_track_active_blocks:
+            for h in hashes:
+                v.active[h] = v.active.get(h, 0) + 1
+            v.active_sum += len(hashes)
+        self._routed[req.uid] = (i, hashes, left)
+        self.workers[i].submit(req)
+
+    def _apply_events(self, v: _WorkerView, now: float) -> None:
+        pending, index = v.pending, v.index
+        while pending and pending[0][0] <= now:
+            _, kind, h = pending.popleft()
+            if kind == STORED:
+                index.add(h)
+            else:
+                index.discard(h)
+
+    @staticmethod
+    def _overlap(v: _WorkerView, hashes) -> int:
+        index = v.index
+        n = 0
+        for h in hashes:
+            if h not in index:
+                break
+            n += 1
+        return n
+
+    def _costs(self, req: EngineRequest, hashes, overlaps) -> list[float]:
+        cfg, bs, views = self.cfg, self.bs, self.views
+        isl = req.prompt_len
+        nblocks = len(hashes)
+        min_pt = min(v.prefill_tokens for v in views)
+        costs = []
+        for v, o in zip(views, overlaps):
+            credit = cfg.overlap_score_credit * o
+            if cfg.overlap_score_credit_decay > 0 and nblocks:
+                excess = (v.prefill_tokens - min_pt) / bs
+                credit /= 1.0 + cfg.overlap_score_credit_decay * excess / nblocks
+            raw = (v.prefill_tokens + isl) / bs
+            prefill = cfg.prefill_load_scale * max(0.0, raw - credit)
+            if not cfg.router_track_active_blocks:
+                decode = 0.0
+            elif cfg.router_assume_kv_reuse:
+                active = v.active
+                decode = len(active) + sum(1 for h in hashes if h not in active)
+            else:
+                decode = v.active_sum + nblocks
+            costs.append(prefill + decode + cfg.decode_active_request_weight * v.requests)
+        return costs
+
+    def _choose(self, costs: list[float]) -> int:
+        lo = min(costs)
+        T = self.cfg.router_temperature
+        if T > 0:
+            hi = max(costs)
+            if hi == lo:
+                return int(self.rng.integers(len(costs)))
+            w = np.exp(-(np.asarray(costs) - lo) / ((hi - lo) * T))
+            return int(self.rng.choice(len(costs), p=w / w.sum()))
+        best = [i for i, c in enumerate(costs) if c == lo]
+        if len(best) == 1:
+            return best[0]
+        return best[int(self.rng.integers(len(best)))]
+
+    # -- lifecycle signals (never delayed) --------------------------------------------
+    def on_first_token(self, req: EngineRequest) -> None:
+        entry = self._routed.get(req.uid)
+        if entry is None or not entry[2]:
+            return
+        w, hashes, left = entry
+        self.views[w].prefill_tokens -= left
+        self._routed[req.uid] = (w, hashes, 0)
+        self._drain()
+
+    def on_done(self, req: EngineRequest) -> None:
+        entry = self._routed.pop(req.uid, None)
+        if entry is None:
+            return
+        w, hashes, left = entry
+        v = self.views[w]
+        v.prefill_tokens -= left
+        v.requests -= 1
+        if self.cfg.router_track_active_blocks:
+            active = v.active
+            for h in hashes:
+                c = active[h] - 1
+                if c:
+                    active[h] = c
+                else:
+                    del active[h]
+            v.active_sum -= len(hashes)
+        self._drain()
+
+    # -- queue ------------------------------------------------------------------------
+    def _all_busy(self) -> bool:
+        return all(v.prefill_tokens > self.busy_limit for v in self.views)
+
+    def _enqueue(self, req: EngineRequest) -> None:
+        heapq.heappush(self.queue, (-0, -self._score(req), self._seq, req))
+        self._seq += 1
+
+    def _score(self, req: EngineRequest) -> float:
+        policy = self.cfg.router_queue_policy
+        arrival_s = req.arrival_ms / 1000.0
+        if policy == "fcfs":
+            return -arrival_s
+        if policy == "lcfs":
+            return arrival_s
+        hashes = req.seq.hashes[: req.prompt_len // self.bs]
+        for v in self.views:
+            self._apply_events(v, self.env.now)
+        best = max((self._overlap(v, hashes) for v in self.views), default=0) * self.bs
+        return 1.0 / max(1, req.prompt_len - best)
+
+    def _drain(self) -> None:
+        if self.busy_limit is None:
+            return
+        while self.queue and not self._all_busy():
+            _, _, _, req = heapq.heappop(self.queue)
+            self._place(req)
+
+    def topology_changed(self) -> None:
+        self._drain()
