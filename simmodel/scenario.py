@@ -9,7 +9,7 @@ hints), so a later issue that adds a field to a config class needs no change her
 * unknown keys are rejected with the valid ones listed; fields without a default are
   required;
 * path fields (``workload.trace``) are resolved relative to the YAML file's folder and must
-  name an existing file.
+  name an existing file (or, for ``format: weka``, a folder of conversation files).
 
 Every mistake is raised as one line, ``UserError("<file>: <dotted.key>: <what>")``; a
 ``ConfigError`` from a dataclass's ``__post_init__`` (whose key is relative to its section)
@@ -135,7 +135,9 @@ def _build(cls: type, data: Any, prefix: str, ctx: _Context):
             key = _join(prefix, f.name)
             value = _convert(hints[f.name], data[f.name], key, ctx)
             if (cls, f.name) in _PATH_FIELDS and value is not None:
-                value = _resolve_path(value, key, ctx)
+                # A Weka corpus may be a folder of conversation files.
+                folder_ok = cls is WorkloadConfig and data.get("format") == "weka"
+                value = _resolve_path(value, key, ctx, folder_ok=folder_ok)
             kwargs[f.name] = value
     # Missing keys last, so a misspelt key deeper down is reported as such.
     for f in fields:
@@ -187,13 +189,15 @@ def _convert(hint: Any, value: Any, key: str, ctx: _Context):
     raise TypeError(f"unsupported config annotation {hint!r} for {key}")
 
 
-def _resolve_path(value: str, key: str, ctx: _Context) -> str:
+def _resolve_path(value: str, key: str, ctx: _Context, *, folder_ok: bool = False) -> str:
     path = os.path.expanduser(value)
     if not os.path.isabs(path):
         path = os.path.join(ctx.base_dir, path)
     path = os.path.normpath(path)
     if not os.path.exists(path):
         raise ctx.error(key, f"file not found: {path}")
+    if folder_ok and os.path.isdir(path):
+        return path
     if not os.path.isfile(path):
         raise ctx.error(key, f"not a file: {path}")
     return path
