@@ -60,7 +60,8 @@ DEFAULT_DYNAMO_PYTHON = "/opt/dynref/bin/python"
 #: Agentic runs: the reference also reports a digest of the graph and of its lifecycle
 #: events (identifiers of its own bookkeeping, not measurements); simmodel does not.
 GRAPH_DESCRIPTOR_KEYS = frozenset({"agentic_graph", "agentic_lifecycle_event_count",
-                                   "agentic_lifecycle_digest", "agentic_play_outcomes"})
+                                   "agentic_lifecycle_digest", "agentic_play_outcomes",
+                                   "weka_nested_timestamp_basis"})
 WALL_KEYS = frozenset({"wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s"})
 #: Percentile prefixes of the metrics the reference estimates with a DDSketch.
 PERCENTILE_PREFIXES = ("median_", "p75_", "p90_", "p95_", "p99_")
@@ -182,11 +183,22 @@ def first_model(path: Path):
     return None
 
 
+def reference_request_id(rec: dict) -> str:
+    """The reference names Weka nodes ``weka:<digest>:request:<path>`` in a play
+    ``weka:<digest>:play:<conversation id>``; simmodel names them ``<conversation
+    id>:<path>``.  Other agentic ids are the trace's own."""
+    rid = str(rec.get("request_id"))
+    play = str(rec.get("play_id"))
+    if rid.startswith("weka:") and ":request:" in rid and ":play:" in play:
+        return f"{play.split(':play:', 1)[1]}:{rid.split(':request:', 1)[1]}"
+    return rid
+
+
 def match_by_request_id(ours: list[dict], ref: list[dict]):
     index = {str(r["request_id"]): r for r in ours}
     pairs, ref_only = [], []
     for rec in ref:
-        mine = index.pop(str(rec.get("request_id")), None)
+        mine = index.pop(reference_request_id(rec), None)
         if mine is None:
             ref_only.append(rec)
         else:
