@@ -30,6 +30,9 @@ KEEP_FIELDS = (
     "requested_output_length", "readmission_count",
     # agentic traces: node and trajectory ids
     "request_id", "play_id",
+    # disaggregated lifecycle
+    "prefill_worker_idx", "prefill_admit_ms", "source_held_ms", "destination_reserved_ms",
+    "destination_activated_ms", "decode_admit_ms", "source_released_ms",
 )
 
 

@@ -78,9 +78,10 @@ COUNT_KEYS = frozenset({
 # Scenario -> reference arguments
 # --------------------------------------------------------------------------------------
 
-def engine_args(scenario) -> dict:
-    """The reference's nested canonical ``extra_engine_args`` for ``scenario.cluster.engine``."""
-    eng = scenario.cluster.engine
+def engine_args(scenario, eng=None, worker_type=None) -> dict:
+    """The reference's nested canonical engine args for ``eng`` (default: the
+    aggregated ``scenario.cluster.engine``); ``worker_type`` for a disaggregated pool."""
+    eng = eng if eng is not None else scenario.cluster.engine
     tm = eng.timing_model
     if tm.type == "fixed":
         timing = {"type": "fixed", "prefill_ms": tm.prefill_ms, "decode_ms": tm.decode_ms}
@@ -100,6 +101,11 @@ def engine_args(scenario) -> dict:
         "decode_speedup_ratio": eng.decode_speedup_ratio,
         "timing_model": timing,
     }
+    if worker_type is not None:
+        kt = scenario.cluster.kv_transfer
+        engine.update(worker_type=worker_type, kv_transfer_bandwidth=kt.bandwidth_gb_s,
+                      kv_transfer_bytes_per_token=kt.bytes_per_token,
+                      kv_transfer_timing_mode=kt.timing)
     return {"engine": engine, "dp_size": eng.dp_size,
             "tensor_parallel_size": eng.tensor_parallel_size, "startup_time": eng.startup_time}
 
@@ -111,9 +117,18 @@ def reference_job(scenario, workdir: Path) -> tuple[dict, str]:
     ``"shape"`` (synthetic, constant gaps) or ``"summary"`` (Poisson: summaries only).
     """
     wl = scenario.workload
+    cl = scenario.cluster
+    if cl.disaggregated:
+        pool_args = {
+            "prefill_engine_args": engine_args(scenario, cl.prefill.engine, "prefill"),
+            "decode_engine_args": engine_args(scenario, cl.decode.engine, "decode"),
+            "num_prefill_workers": cl.prefill.workers,
+            "num_decode_workers": cl.decode.workers,
+        }
+    else:
+        pool_args = {"extra_engine_args": engine_args(scenario), "num_workers": cl.workers}
     args = {
-        "extra_engine_args": engine_args(scenario),
-        "num_workers": scenario.cluster.workers,
+        **pool_args,
         "router_mode": scenario.cluster.router.mode,
         "arrival_speedup_ratio": wl.arrival_speedup_ratio,
         "sla_ttft_ms": scenario.sla.ttft_ms,
@@ -326,13 +341,21 @@ def rel_err(a, b) -> float:
     return abs(a - b) / max(abs(b), 1e-9)
 
 
+LIFECYCLE_TIMES = ("prefill_admit_ms", "source_held_ms", "destination_reserved_ms",
+                   "destination_activated_ms", "decode_admit_ms", "source_released_ms")
+
+
 def compare_requests(pairs) -> dict:
     worst = {}
-    for metric in ("ttft_ms", "e2e_latency_ms", "arrival_time_ms"):
+    metrics = ["ttft_ms", "e2e_latency_ms", "arrival_time_ms"]
+    # Disaggregated runs: every handoff time too (absolute times, compared like arrivals).
+    if pairs and _num(pairs[0][1].get("source_held_ms")) is not None:
+        metrics += LIFECYCLE_TIMES
+    for metric in metrics:
         best = {"rel_err": 0.0, "session_id": None, "turn_index": None, "ours": None, "ref": None}
         for mine, ref in pairs:
             a, b = _num(mine.get(metric)), _num(ref.get(metric))
-            err = rel_err(a, b) if metric != "arrival_time_ms" else (
+            err = rel_err(a, b) if metric in ("ttft_ms", "e2e_latency_ms") else (
                 0.0 if a is not None and b is not None and abs(a - b) <= 1e-6 * max(abs(b), 1.0)
                 else rel_err(a, b))
             if err > best["rel_err"]:
@@ -340,7 +363,8 @@ def compare_requests(pairs) -> dict:
                         "turn_index": _int(mine.get("turn_index")), "ours": a, "ref": b}
         worst[metric] = best
     mismatches = {}
-    for field in ("terminal_status", "output_length", "reused_input_tokens", "decode_worker_idx"):
+    for field in ("terminal_status", "output_length", "reused_input_tokens", "decode_worker_idx",
+                  "prefill_worker_idx"):
         conv = str if field == "terminal_status" else _int
         mismatches[field] = sum(1 for mine, ref in pairs if conv(mine.get(field)) != conv(ref.get(field)))
     return {"worst": worst, "mismatches": mismatches}
@@ -516,7 +540,9 @@ def print_report(rep: dict) -> None:
               + (f", {rep['tied']} tied in arrival and shape" if rep["tied"] else "")
               + (f"; {rep['ours_incomplete']} of ours incomplete at max_sim_time_ms (not "
                  f"reported by the reference)" if rep["ours_incomplete"] else ""))
-        for metric, label in (("ttft_ms", "TTFT"), ("e2e_latency_ms", "E2E"), ("arrival_time_ms", "arrival")):
+        labels = {"ttft_ms": "TTFT", "e2e_latency_ms": "E2E", "arrival_time_ms": "arrival"}
+        for metric in rep["per_request"]["worst"]:
+            label = labels.get(metric, metric)
             w = rep["per_request"]["worst"][metric]
             print(f"  worst {label} rel err: {_fmt(w['rel_err'])}"
                   + (f"  at ({w['session_id']}, {w['turn_index']}): ours {_fmt(w['ours'])}, "

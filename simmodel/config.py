@@ -21,6 +21,7 @@ PREEMPTION_MODES = ("lifo", "fifo")
 TIMING_TYPES = ("polynomial", "fixed")
 ROUTER_MODES = ("round_robin", "kv")
 QUEUE_POLICIES = ("fcfs", "lcfs", "wspt")
+TRANSFER_TIMINGS = ("full_prompt", "destination_missing")
 TRACE_FORMATS = ("mooncake", "mooncake-delta", "agentic", "azure", "weka")
 
 
@@ -181,15 +182,60 @@ class RouterConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class PoolConfig:
+    """``cluster.prefill`` / ``cluster.decode``: one pool of a disaggregated cluster."""
+
+    workers: int = 1
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+    def __post_init__(self):
+        _positive_int("workers", self.workers)
+
+
+@dataclass(frozen=True, slots=True)
+class KvTransferConfig:
+    """``cluster.kv_transfer``: how long moving a prompt's KV from a prefill worker to a
+    decode worker takes: ``tokens x bytes_per_token / (bandwidth_gb_s x 1e9)`` seconds,
+    0 when either size is unset (the reference's default).  ``timing``: ``full_prompt``
+    charges the whole prompt, ``destination_missing`` only the blocks the decode worker
+    does not already hold."""
+
+    bandwidth_gb_s: Optional[float] = None
+    bytes_per_token: Optional[int] = None
+    timing: str = "full_prompt"
+
+    def __post_init__(self):
+        _positive_number("bandwidth_gb_s", self.bandwidth_gb_s, allow_none=True)
+        _positive_int("bytes_per_token", self.bytes_per_token, allow_none=True)
+        _choice("timing", self.timing, TRANSFER_TIMINGS)
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
-    """``cluster``: aggregated workers behind one router."""
+    """``cluster``: aggregated workers behind one router, or, when ``prefill`` and
+    ``decode`` pools are given, a disaggregated cluster (``workers``/``engine`` unused)."""
 
     workers: int = 1
     engine: EngineConfig = field(default_factory=EngineConfig)
     router: RouterConfig = field(default_factory=RouterConfig)
+    prefill: Optional[PoolConfig] = None
+    decode: Optional[PoolConfig] = None
+    kv_transfer: KvTransferConfig = field(default_factory=KvTransferConfig)
 
     def __post_init__(self):
         _positive_int("workers", self.workers)
+        if (self.prefill is None) != (self.decode is None):
+            raise ConfigError("prefill" if self.prefill is None else "decode",
+                              "give both prefill and decode pools (or neither)")
+        if self.prefill is not None:
+            for key, pool in (("prefill", self.prefill), ("decode", self.decode)):
+                if pool.engine.backend != "vllm":
+                    raise ConfigError(f"{key}.engine.backend",
+                                      "only vllm pools are supported in disaggregated mode")
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.prefill is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,10 +32,20 @@ REQUEST_COLUMNS = (
     "admission_count",
     "readmission_count",
     "terminal_status",       # completed | rejected | cancelled | incomplete
+    # disaggregated lifecycle (NaN / -1 in aggregated runs)
+    "prefill_worker_idx",
+    "prefill_admit_ms",
+    "source_held_ms",
+    "destination_reserved_ms",
+    "destination_activated_ms",
+    "decode_admit_ms",
+    "source_released_ms",
+    "transfer_ms",
 )
 
 #: Columns of ``Result.passes`` (one row per forward pass).
 PASS_COLUMNS = (
+    "pool",                # agg | prefill | decode
     "worker",
     "start_ms",
     "end_ms",

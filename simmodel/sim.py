@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 import simpy
 
+from simmodel.cluster.clock import pass_end_priority
+from simmodel.cluster.disagg import Handoff
 from simmodel.cluster.driver import Driver
 from simmodel.cluster.kv_router import KvRouter
 from simmodel.cluster.router import RoundRobin
@@ -32,16 +34,16 @@ from simmodel.workload.model import Workload
 @dataclass
 class Cluster:
     env: simpy.Environment
-    workers: list
+    workers: list                  # aggregated workers, or the decode pool
     router: object
     driver: Driver
     workload: Workload
+    prefill_workers: list = field(default_factory=list)   # disaggregated only
 
 
-def check_schedulable(workload: Workload, scenario: Scenario) -> None:
+def check_schedulable(workload: Workload, scenario: Scenario, eng) -> None:
     """Refuse up front a prompt that no pass could ever take (the reference aborts the
     replay on it): with chunked prefill off, a prompt longer than the token budget."""
-    eng = scenario.cluster.engine
     if eng.enable_chunked_prefill:
         return
     for s in workload.sessions:
@@ -59,28 +61,38 @@ def check_schedulable(workload: Workload, scenario: Scenario) -> None:
 def build(scenario: Scenario, streams: Streams, workload: Workload | None = None) -> Cluster:
     """Elaborate the cluster for ``scenario``; ``workload`` replaces the scenario's own
     (a workload built in Python, e.g. in tests or notebooks)."""
-    eng = scenario.cluster.engine
-    bs = eng.effective_block_size
+    cl = scenario.cluster
+    if cl.disaggregated and cl.prefill.engine.effective_block_size != cl.decode.engine.effective_block_size:
+        raise UserError(f"{scenario.source or 'scenario'}: cluster.decode.engine.block_size: "
+                        "must equal the prefill pool's (the KV transfer moves whole blocks)")
+    first = cl.prefill.engine if cl.disaggregated else cl.engine
+    bs = first.effective_block_size
     if workload is None:
         from simmodel.workload.build import build_workload
         workload = build_workload(scenario.workload, engine_block_size=bs, streams=streams)
-    check_schedulable(workload, scenario)
+    check_schedulable(workload, scenario, first)
     env = simpy.Environment()
-    timing = make_timing(eng)
     record = scenario.run.record_kv_events
-    rcfg = scenario.cluster.router
+    rcfg = cl.router
+    concurrency = scenario.workload.concurrency
+    if concurrency is not None and workload.kind != "sessions":
+        raise UserError(f"{scenario.source or 'scenario'}: workload.concurrency: not supported "
+                        f"for format {scenario.workload.format!r} (agentic workloads)")
+    if cl.disaggregated:
+        if rcfg.mode != "round_robin":
+            raise UserError(f"{scenario.source or 'scenario'}: cluster.router.mode: only "
+                            "round_robin is supported in disaggregated mode so far")
+        return _build_disaggregated(scenario, env, workload, streams, concurrency, record)
+    eng = cl.engine
+    timing = make_timing(eng)
     workers: list[Worker] = []
-    if rcfg.mode == "kv":
+    kv_mode = rcfg.mode == "kv"
+    if kv_mode:
         router = KvRouter(env, workers, rcfg, block_size=bs,
                           max_num_batched_tokens=eng.max_num_batched_tokens,
                           rng=streams["router_ties"])
     else:
         router = RoundRobin(workers)
-    kv_mode = rcfg.mode == "kv"
-    concurrency = scenario.workload.concurrency
-    if concurrency is not None and workload.kind != "sessions":
-        raise UserError(f"{scenario.source or 'scenario'}: workload.concurrency: not supported "
-                        f"for format {scenario.workload.format!r} (agentic workloads)")
     driver = Driver(env, workload, router, block_size=bs, max_model_len=eng.max_model_len,
                     concurrency=concurrency, output_rng=streams["output_tokens"])
     notify = driver.on_done
@@ -88,7 +100,7 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
         def notify(req, _driver=driver.on_done, _router=router.on_done):
             _router(req)
             _driver(req)
-    for i in range(scenario.cluster.workers):
+    for i in range(cl.workers):
         sched = VllmScheduler(eng, timing, record_events=record or kv_mode)
         workers.append(Worker(env, i, sched, notify, record_events=record,
                               coalesce=scenario.run.coalesce_decode,
@@ -100,6 +112,34 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
         env.process(w.run())
     driver.start()
     return Cluster(env, workers, router, driver, workload)
+
+
+def _build_disaggregated(scenario, env, workload, streams, concurrency, record) -> Cluster:
+    """Prefill pool + decode pool behind the handoff (round robin per pool)."""
+    cl = scenario.cluster
+    prefill_workers: list[Worker] = []
+    decode_workers: list[Worker] = []
+    handoff = Handoff(env, prefill_workers, decode_workers, cl.kv_transfer,
+                      max_model_len=cl.prefill.engine.max_model_len, notify_done=None)
+    driver = Driver(env, workload, handoff, block_size=cl.prefill.engine.effective_block_size,
+                    max_model_len=cl.decode.engine.max_model_len, concurrency=concurrency,
+                    output_rng=streams["output_tokens"])
+    handoff.notify_done = driver.on_done
+    for role, pool, workers, notify in (("prefill", cl.prefill, prefill_workers, handoff.on_prefill_done),
+                                        ("decode", cl.decode, decode_workers, handoff.on_decode_done)):
+        timing = make_timing(pool.engine)
+        for i in range(pool.workers):
+            sched = VllmScheduler(pool.engine, timing, record_events=record, role=role)
+            w = Worker(env, i, sched, notify, record_events=record,
+                       coalesce=scenario.run.coalesce_decode)
+            w.pool = role
+            w.end_priority = pass_end_priority(i if role == "prefill" else cl.prefill.workers + i)
+            workers.append(w)
+    handoff.attach()
+    for w in prefill_workers + decode_workers:
+        env.process(w.run())
+    driver.start()
+    return Cluster(env, decode_workers, handoff, driver, workload, prefill_workers)
 
 
 def run(scenario: Scenario, *, seed: int | None = None,
@@ -134,7 +174,7 @@ def sim_end_ms(scenario: Scenario, cluster: Cluster, requests: pd.DataFrame) -> 
     if cut is not None and (requests.terminal_status == "incomplete").any():
         return float(cut)
     last = 0.0
-    for w in cluster.workers:
+    for w in cluster.prefill_workers + cluster.workers:
         if len(w.passes):
             last = max(last, w.passes.end[-1])
     for col in ("arrival_time_ms", "terminal_time_ms"):
@@ -152,27 +192,34 @@ def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
                   for s in cluster.workload.sessions for t in s.turns
                   if (t.session_id, t.turn_index) not in released]
     requests = requests_frame(reqs, unreleased)
-    passes = passes_frame(cluster.workers)
+    all_workers = cluster.prefill_workers + cluster.workers
+    passes = passes_frame(all_workers)
     gaps, weights = itl_samples(reqs, cluster.workers)
-    worker_seconds = len(cluster.workers) * sim_end_ms(scenario, cluster, requests) / 1000.0
-    eng = scenario.cluster.engine
+    end_s = sim_end_ms(scenario, cluster, requests) / 1000.0
+    cl = scenario.cluster
+    if cl.disaggregated:
+        prefill_ws, prefill_gpus = len(cluster.prefill_workers) * end_s, cl.prefill.engine.gpus_per_worker
+        decode_ws, decode_gpus = len(cluster.workers) * end_s, cl.decode.engine.gpus_per_worker
+    else:
+        prefill_ws, prefill_gpus = 0.0, 0
+        decode_ws, decode_gpus = len(cluster.workers) * end_s, cl.engine.gpus_per_worker
     summary = summarize(
         requests, gaps, weights,
         num_requests=len(reqs),
-        committed_prefill_tokens=sum(w.sched.committed_prefill_tokens for w in cluster.workers),
-        decode_worker_seconds=worker_seconds,
-        prefill_worker_seconds=0.0,
-        decode_gpus_per_worker=eng.gpus_per_worker,
-        prefill_gpus_per_worker=0,
+        committed_prefill_tokens=sum(w.sched.committed_prefill_tokens for w in all_workers),
+        decode_worker_seconds=decode_ws,
+        prefill_worker_seconds=prefill_ws,
+        decode_gpus_per_worker=decode_gpus,
+        prefill_gpus_per_worker=prefill_gpus,
         wall_time_ms=wall_ms,
         sla=scenario.sla,
         trajectories=cluster.workload.kind == "agentic",
     )
     kv_events = None
     if scenario.run.record_kv_events:
-        rows = [(t, w.idx, "stored" if k == STORED else "removed", h)
-                for w in cluster.workers for (t, k, h) in w.kv_events]
-        kv_events = pd.DataFrame(rows, columns=["time_ms", "worker", "kind", "block_hash"])
+        rows = [(t, w.pool, w.idx, "stored" if k == STORED else "removed", h)
+                for w in cluster.prefill_workers + cluster.workers for (t, k, h) in w.kv_events]
+        kv_events = pd.DataFrame(rows, columns=["time_ms", "pool", "worker", "kind", "block_hash"])
         kv_events = kv_events.sort_values(["time_ms", "worker"], kind="stable", ignore_index=True)
     return Result(summary=summary, requests=requests, passes=passes, kv_events=kv_events,
                   scenario=scenario)

@@ -31,7 +31,7 @@ def small_result(kv_events: bool = False) -> Result:
     }
     requests = pd.DataFrame({"session_id": ["a", "b"], "turn_index": [0, 0],
                              "uid": [0, 1], "ttft_ms": [19.0, 22.0]})
-    passes = pd.DataFrame([[0, 0.0, 19.0, 100, 1, 0, 0, 2]], columns=list(PASS_COLUMNS))
+    passes = pd.DataFrame([["agg", 0, 0.0, 19.0, 100, 1, 0, 0, 2]], columns=list(PASS_COLUMNS))
     events = (pd.DataFrame({"time_ms": [19.0], "worker": [0], "kind": ["stored"],
                             "block_hash": [123]}) if kv_events else None)
     return Result(summary=summary, requests=requests, passes=passes, kv_events=events)

@@ -19,6 +19,14 @@ from heapq import heappush
 import simpy
 
 URGENT, NORMAL, DISPATCH, LATE = 0, 1, 2, 3
+#: KV transfer completions come after every pass end and before arrivals.
+TRANSFER_DONE = 0.9
+
+
+def pass_end_priority(rank: int) -> float:
+    """Pass ends at one instant are handled in worker order (prefill pool first, then
+    decode / aggregated workers by index), as the reference walks its workers."""
+    return URGENT + rank * 1e-6
 
 
 def event_at(env: simpy.Environment, delay: float, priority: int) -> simpy.Event:

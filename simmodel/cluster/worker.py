@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from simmodel.cluster.clock import LATE, URGENT, event_at, event_at_time
+from simmodel.cluster.clock import LATE, event_at, event_at_time, pass_end_priority
 from simmodel.engine.request import EngineRequest
 from simmodel.engine.scheduler import VllmScheduler
 from simmodel.errors import UserError
@@ -35,6 +35,8 @@ class Worker:
                  event_sink=None, on_first_token=None):
         self.env = env
         self.idx = idx
+        self.pool = "agg"                 # agg | prefill | decode
+        self.end_priority = pass_end_priority(idx)   # set again for pooled workers
         self.sched = scheduler
         self.notify = notify              # callable(request) at completion / rejection
         self.wake: simpy.Event | None = None
@@ -46,43 +48,61 @@ class Worker:
         self.publishes = record_events or event_sink is not None
         self._run = None                      # decode run in flight (see _decode_run)
         self.kv_events: list[tuple] = []  # (time_ms, kind, hash)
-        self._cancels: list[EngineRequest] = []
+        self._commands: list = []         # deferred to the next pass boundary
         self.idle_between_passes = True   # no pass in flight right now
 
     def submit(self, req: EngineRequest) -> None:
         """Enqueue a request; wakes the worker if it is idle."""
         req.worker_idx = self.idx
         self.sched.enqueue(req)
+        self._wake()
+
+    def activate(self, req: EngineRequest) -> None:
+        """Decode side of a handoff: the prompt's KV has arrived (reserved earlier)."""
+        req.worker_idx = self.idx
+        self.sched.activate(req)
+        self._wake()
+
+    def _wake(self) -> None:
         if self.wake is not None and not self.wake.triggered:
             self.wake.succeed()
 
     def cancel(self, req: EngineRequest):
-        """Cancel ``req`` at the end of the pass in flight (or now if the worker is
-        idle); notifies ``notify`` once it is gone."""
-        self._cancels.append(req)
-        if self.wake is not None and not self.wake.triggered:
-            self.wake.succeed()
-        elif self.idle_between_passes:
-            self._apply_cancels()
+        """Cancel ``req`` at the end of the pass in flight (or now if none); notifies
+        ``notify`` once it is gone."""
+        def drop():
+            if self.sched.cancel(req):
+                req.terminal_ms = self.env.now
+                self.notify(req)
+        self.command(drop)
 
-    def _apply_cancels(self) -> None:
-        cancels, self._cancels = self._cancels, []
-        for r in cancels:
-            if self.sched.cancel(r):
-                r.terminal_ms = self.env.now
-                self.notify(r)
+    def command(self, fn) -> None:
+        """Run ``fn()`` on this worker between passes: now if no pass is in flight, else
+        at the end of the pass in flight (a coalesced decode run is cut there).  The
+        reference applies handoff steps (reserve, activate, release) this way."""
+        if self.idle_between_passes:
+            fn()
+            return
+        self._commands.append(fn)
+        self._wake()
+
+    def _apply_commands(self) -> None:
+        while self._commands:
+            cmds, self._commands = self._commands, []
+            for fn in cmds:
+                fn()
 
     def run(self):
         env, sched, passes, notify = self.env, self.sched, self.passes, self.notify
         while True:
-            if self._cancels:
-                self._apply_cancels()
+            if self._commands:
+                self._apply_commands()
             if not sched.has_work():
                 self.wake = env.event()
                 yield self.wake
                 self.wake = None
-                if self._cancels:
-                    self._apply_cancels()
+                if self._commands:
+                    self._apply_commands()
                     if not sched.has_work():
                         continue
             if env.peek() <= env.now:
@@ -107,7 +127,7 @@ class Worker:
                     "it does not fit the KV pool or the token budget "
                     "(enable_chunked_prefill, max_num_batched_tokens, num_gpu_blocks)")
             self.idle_between_passes = False
-            yield event_at(env, plan.duration_ms, URGENT)
+            yield event_at(env, plan.duration_ms, self.end_priority)
             self.idle_between_passes = True
             end = env.now
             pass_idx = len(passes)
@@ -143,7 +163,7 @@ class Worker:
         ends = np.add.accumulate(np.concatenate(([start], durations)))[1:]
         self._run = [durations, total, start, ends, 0]
         self.wake = env.event()
-        end_ev = event_at_time(env, float(ends[-1]), URGENT)
+        end_ev = event_at_time(env, float(ends[-1]), self.end_priority)
         yield end_ev | self.wake
         self.wake = None
         m = len(durations)
@@ -153,7 +173,7 @@ class Worker:
             # passes that started before t: pass j starts at ends[j-1] (pass 0 at start)
             m = 0 if t <= start else min(len(durations), int(np.searchsorted(ends, t)) + 1)
             if m and ends[m - 1] > t:
-                yield event_at_time(env, float(ends[m - 1]), URGENT)
+                yield event_at_time(env, float(ends[m - 1]), self.end_priority)
         self._commit_run(m)
         self._run = None
 

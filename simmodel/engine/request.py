@@ -24,10 +24,10 @@ class EngineRequest:
 
     __slots__ = (
         "uid", "session_id", "turn_index", "prompt_len", "requested_output", "max_output",
-        "seq", "generated", "seq_len", "computed", "cached", "n_private", "state", "pass_take",
+        "seq", "generated", "seq_len", "computed", "transferred", "cached", "n_private", "state", "pass_take",
         "arrival_ms", "first_admit_ms", "first_token_ms", "second_token_ms",
         "last_token_ms", "terminal_ms", "reused", "first_reused", "admissions",
-        "worker_idx", "status", "last_pass", "segs", "bridges", "on_done", "meta",
+        "worker_idx", "status", "last_pass", "segs", "bridges", "on_done", "meta", "handoff",
     )
 
     def __init__(self, uid: int, seq: TokenSequence, output_length: int, *,
@@ -47,6 +47,7 @@ class EngineRequest:
         self.generated = 0
         self.seq_len = self.prompt_len   # prompt + generated, kept in step with generated
         self.computed = 0
+        self.transferred = False       # decode side of a handoff: prompt KV arrived
         self.cached: list[int] = []
         self.n_private = 0
         self.state = WAITING
@@ -67,6 +68,7 @@ class EngineRequest:
         self.bridges: list[float] = []
         self.on_done = None
         self.meta = None
+        self.handoff = None            # disaggregated lifecycle record (cluster.disagg)
 
     @property
     def n_blocks(self) -> int:

@@ -54,7 +54,9 @@ class PassPlan:
 class VllmScheduler:
     """Waiting queue, running list and KV cache of one rank, and the pass rules above."""
 
-    def __init__(self, engine: EngineConfig, timing: TimingModel, *, record_events: bool = False):
+    def __init__(self, engine: EngineConfig, timing: TimingModel, *, record_events: bool = False,
+                 role: str = "aggregated"):
+        self.role = role                       # aggregated | prefill | decode
         self.bs = engine.effective_block_size
         self.num_blocks = engine.num_gpu_blocks
         self.max_batched = engine.max_num_batched_tokens
@@ -208,6 +210,19 @@ class VllmScheduler:
         waiting, running, kv, bs = self.waiting, self.running, self.kv, self.bs
         while waiting and budget > 0 and len(running) < self.max_seqs:
             r = waiting[0]
+            if r.transferred and r.admissions == 0:
+                # Its prompt's KV is already here (reserved at the handoff): it joins
+                # the batch as a decoder of the prompt's length.
+                waiting.popleft()
+                running.append(r)
+                r.state = RUNNING
+                r.computed = r.seq_len
+                r.pass_take = 1
+                r.first_admit_ms = now
+                r.admissions = 1
+                plan.entries.append((r, r.seq_len - 1, 1))
+                budget -= 1
+                continue
             if r.admissions == 0 and self._rejects(r):
                 waiting.popleft()
                 r.state = DONE
@@ -260,12 +275,12 @@ class VllmScheduler:
         for r, before, take in plan.entries:
             after = before + take
             plen = r.prompt_len
-            if before < plen:
+            if before < plen and not r.transferred:
                 committed += take             # recomputed generated tokens included
                 n += 1
                 s_isl += after if after < plen else plen
                 s_pfx += before
-            if r.generated and after == r.seq_len:
+            if (r.generated or r.transferred) and after == r.seq_len:
                 n_dec += 1
                 dec_tokens += r.seq_len
         if n:
@@ -276,7 +291,9 @@ class VllmScheduler:
         plan.num_decode = n_dec
         plan.decode_tokens = dec_tokens
         timing = self.timing
-        plan.duration_ms = timing.prefill_ms(n, s_isl, s_pfx) + timing.decode_ms(n_dec, dec_tokens)
+        role = self.role
+        plan.duration_ms = ((timing.prefill_ms(n, s_isl, s_pfx) if role != "decode" else 0.0)
+                            + (timing.decode_ms(n_dec, dec_tokens) if role != "prefill" else 0.0))
 
     def finish(self, plan: PassPlan, end_ms: float, pass_idx: int) -> list[EngineRequest]:
         """Settle a pass at its end: emit tokens, complete requests.  Returns the
@@ -308,13 +325,47 @@ class VllmScheduler:
             r.last_pass = pass_idx
             if g >= r.max_output:
                 r.state = DONE
-                r.status = "completed"
                 r.terminal_ms = end_ms
-                self._release(r)
+                if self.role == "prefill":
+                    r.status = "prefilled"         # source held until the transfer ends
+                else:
+                    r.status = "completed"
+                    self._release(r)
                 done.append(r)
         if done:
             self.running = [r for r in self.running if r.state == RUNNING]
         return done
+
+    # -- disaggregated handoff ------------------------------------------------------------
+    def release_source(self, r: EngineRequest) -> None:
+        """Prefill side: the transfer is over, free the held prompt blocks."""
+        self._release(r)
+
+    def reserve(self, r: EngineRequest) -> int | None:
+        """Decode side: hold blocks for ``r``'s whole prompt, reusing the leading full
+        blocks already resident here.  Returns the number of prompt tokens that must be
+        transferred in whole blocks (``destination_missing``), or None if the pool cannot
+        supply the blocks yet (nothing is changed then)."""
+        kv, bs = self.kv, self.bs
+        plen = r.prompt_len
+        hashes = r.seq.ensure(plen // bs) if self.caching else []
+        full = plen // bs
+        resident = kv.lookup(hashes, full) if self.caching else 0
+        need = -(-plen // bs) - resident
+        if need > kv.available - kv.count_inactive(hashes[:resident]):
+            return None
+        for h in hashes[:resident]:
+            kv.acquire(h)
+        r.cached = list(hashes[:resident])
+        r.n_private = 0
+        self._grow(r, plen)
+        return need * bs
+
+    def activate(self, r: EngineRequest) -> None:
+        """Decode side: the prompt's KV has arrived; the request waits for a pass."""
+        r.transferred = True
+        r.computed = r.seq_len - 1
+        self.enqueue(r)
 
     # -- coalesced decode runs ------------------------------------------------------------
     def decode_run(self, max_passes: int = 4096):

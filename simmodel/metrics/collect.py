@@ -24,24 +24,35 @@ def requests_frame(requests, unreleased) -> pd.DataFrame:
     workload turns that never reached the cluster (cut short: ``incomplete``; left behind
     by a cancelled turn: ``cancelled``)."""
     rows = []
+    nan = math.nan
     for r in requests:
         n = r.generated
+        h = r.handoff
+        if h is None:
+            lifecycle = (-1, nan, nan, nan, nan, nan, nan, nan)
+            first_admit, reused, first_reused = r.first_admit_ms, r.reused, r.first_reused
+        else:
+            p = h.prefill
+            lifecycle = (h.prefill_worker_idx, p.first_admit_ms, h.source_held_ms,
+                         h.destination_reserved_ms, h.destination_activated_ms,
+                         r.first_admit_ms, h.source_released_ms, h.transfer_ms)
+            first_admit, reused, first_reused = p.first_admit_ms, p.reused, p.first_reused
         first, last = r.first_token_ms, r.last_token_ms
         turn = r.meta
         rows.append((
             r.session_id, r.turn_index, r.uid, turn.request_id, turn.play_id,
-            r.arrival_ms, r.first_admit_ms,
+            r.arrival_ms, first_admit,
             first, r.second_token_ms, last, r.terminal_ms,
             first - r.arrival_ms, r.second_token_ms - first, last - r.arrival_ms,
             (last - first) / (n - 1) if n >= 2 else math.nan,
-            r.prompt_len, r.requested_output, n, r.reused, r.first_reused,
+            r.prompt_len, r.requested_output, n, reused, first_reused,
             r.worker_idx, r.admissions, max(0, r.admissions - 1), r.status,
-        ))
-    nan = math.nan
+        ) + lifecycle)
     for t, status in unreleased:
         rows.append((t.session_id, t.turn_index, -1, t.request_id, t.play_id,
                      nan, nan, nan, nan, nan, nan, nan, nan, nan, nan,
-                     t.input_length, t.output_length, 0, 0, 0, -1, 0, 0, status))
+                     t.input_length, t.output_length, 0, 0, 0, -1, 0, 0, status,
+                     -1, nan, nan, nan, nan, nan, nan, nan))
     df = pd.DataFrame.from_records(rows, columns=list(REQUEST_COLUMNS))
     return df
 
@@ -53,6 +64,7 @@ def passes_frame(workers) -> pd.DataFrame:
             continue
         f = pd.DataFrame(w.passes.arrays())
         f.insert(0, "worker", w.idx)
+        f.insert(0, "pool", w.pool)
         frames.append(f)
     if not frames:
         return pd.DataFrame(columns=list(PASS_COLUMNS))

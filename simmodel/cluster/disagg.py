@@ -1,0 +1,149 @@
+"""Disaggregated serving: prefill pool, decode pool and the KV handoff between them.
+
+Lifecycle of one request (reference §6, vLLM order "source first"):
+
+1. the driver's request is routed to a **prefill worker** (round robin over the pool) as
+   a prefill part with one output token; prefill workers' passes cost prefill only and
+   that token is never reported;
+2. at the end of the pass that completes the prompt the **source is held** (the prompt's
+   blocks stay allocated on the prefill worker);
+3. a **decode worker** is chosen (its own round robin) and the **destination reserved**:
+   the prompt's blocks are allocated there, reusing the leading full blocks it already
+   holds.  If they cannot be had yet the request waits in that worker's FIFO and is
+   retried whenever one of its requests ends.  Like every handoff step, the reservation
+   is applied to a worker between its passes (at the end of the pass in flight);
+4. the **KV transfer** runs as its own SimPy process: ``tokens x bytes_per_token /
+   (bandwidth x 1e9)`` s (whole prompt, or in ``destination_missing`` mode only the
+   blocks the destination lacked), 0 when either size is unset;
+5. at its end the destination is **activated** at the decode worker's next pass
+   boundary, and the source **released** at the prefill worker's; the decode worker's next pass treats the request as a decoder of the prompt's
+   length and emits the first visible token at its end, so TTFT = prefill queueing +
+   prefill + transfer + decode queueing + one decode pass.
+
+Event budget per request: one transfer process (one event when the delay is positive).
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import simpy
+
+from simmodel.cluster.clock import TRANSFER_DONE, event_at
+from simmodel.config import KvTransferConfig
+from simmodel.engine.request import EngineRequest
+from simmodel.engine.timing import duration_ns
+
+NAN = float("nan")
+
+
+@dataclass(slots=True)
+class HandoffRecord:
+    """Per-request lifecycle times (ms) of a disaggregated request."""
+
+    prefill: EngineRequest
+    prefill_worker_idx: int = -1
+    source_held_ms: float = NAN
+    destination_reserved_ms: float = NAN
+    destination_activated_ms: float = NAN
+    source_released_ms: float = NAN
+    transfer_ms: float = NAN
+
+
+class Handoff:
+    """The router of a disaggregated cluster and the owner of every handoff."""
+
+    def __init__(self, env: simpy.Environment, prefill_workers: list, decode_workers: list,
+                 transfer: KvTransferConfig, *, max_model_len: int | None, notify_done):
+        self.env = env
+        self.prefill_workers = prefill_workers
+        self.workers = decode_workers            # what Driver.cancel looks up
+        self.transfer = transfer
+        self.max_model_len = max_model_len
+        self.notify_done = notify_done
+        self._next_p = 0
+        self._next_d = 0
+        self.pending: dict[int, deque] = {}
+
+    def attach(self) -> None:
+        self.pending = {w.idx: deque() for w in self.workers}
+
+    # -- 1. prefill ---------------------------------------------------------------------
+    def route(self, req: EngineRequest) -> None:
+        part = EngineRequest(req.uid, req.seq, 1, arrival_ms=req.arrival_ms,
+                             session_id=req.session_id, turn_index=req.turn_index,
+                             max_model_len=self.max_model_len)
+        part.meta = req
+        req.handoff = HandoffRecord(prefill=part)
+        w = self.prefill_workers[self._next_p]
+        self._next_p = (self._next_p + 1) % len(self.prefill_workers)
+        req.handoff.prefill_worker_idx = w.idx
+        w.submit(part)
+
+    def on_prefill_done(self, part: EngineRequest) -> None:
+        """Prefill workers' notification: the prompt is done (or was rejected)."""
+        req = part.meta
+        if part.status != "prefilled":          # rejected (or cancelled) on the prefill side
+            req.status = part.status
+            req.terminal_ms = part.terminal_ms
+            self.notify_done(req)
+            return
+        req.handoff.source_held_ms = self.env.now
+        # The decode pool's round robin advances as prompts finish, in that order.
+        d = self.workers[self._next_d]
+        self._next_d = (self._next_d + 1) % len(self.workers)
+        req.worker_idx = d.idx
+
+        def reserve():
+            queue = self.pending[d.idx]
+            if queue or not self._reserve(d, req):
+                queue.append(req)
+        d.command(reserve)
+
+    # -- 2. destination -----------------------------------------------------------------
+    def _reserve(self, d, req: EngineRequest) -> bool:
+        missing = d.sched.reserve(req)
+        if missing is None:
+            return False
+        rec = req.handoff
+        rec.destination_reserved_ms = self.env.now
+        tokens = req.prompt_len if self.transfer.timing == "full_prompt" else missing
+        self.env.process(self.kv_transfer(d, req, self.transfer_ms(tokens)))
+        return True
+
+    def transfer_ms(self, tokens: int) -> float:
+        t = self.transfer
+        if t.bandwidth_gb_s is None or t.bytes_per_token is None or tokens <= 0:
+            return 0.0
+        ms = tokens * t.bytes_per_token / (t.bandwidth_gb_s * 1e9) * 1000.0
+        return duration_ns(ms) / 1e6
+
+    # -- 3. transfer, activation, release -----------------------------------------------------
+    def kv_transfer(self, d, req: EngineRequest, delay_ms: float):
+        """One KV transfer: the delay, then the destination is activated at the decode
+        worker's next pass boundary, and the source released at the prefill worker's."""
+        rec = req.handoff
+        rec.transfer_ms = delay_ms
+        if delay_ms > 0:
+            yield event_at(self.env, delay_ms, TRANSFER_DONE)
+        p = self.prefill_workers[rec.prefill_worker_idx]
+
+        def release():
+            rec.source_released_ms = self.env.now
+            p.sched.release_source(rec.prefill)
+
+        def activate():
+            rec.destination_activated_ms = self.env.now
+            d.activate(req)
+            p.command(release)
+        d.command(activate)
+
+    # -- 4. decode side ---------------------------------------------------------------------
+    def on_decode_done(self, req: EngineRequest) -> None:
+        """Decode workers' notification: the request ended; its blocks are free, so
+        waiting reservations on that worker are retried."""
+        self.notify_done(req)
+        queue = self.pending.get(req.worker_idx)
+        d = self.workers[req.worker_idx]
+        while queue and self._reserve(d, queue[0]):
+            queue.popleft()
