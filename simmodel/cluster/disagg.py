@@ -67,6 +67,8 @@ class Handoff:
 
     def attach(self) -> None:
         self.pending = {w.idx: deque() for w in self.workers}
+        self.deferred = {w.idx: [] for w in self.workers}
+        self.second = {w.idx: [] for w in self.workers}
 
     # -- 1. prefill ---------------------------------------------------------------------
     def route(self, req: EngineRequest) -> None:
@@ -94,22 +96,54 @@ class Handoff:
         self._next_d = (self._next_d + 1) % len(self.workers)
         req.worker_idx = d.idx
 
-        def reserve():
-            queue = self.pending[d.idx]
-            if queue or not self._reserve(d, req):
-                queue.append(req)
-        d.command(reserve)
+        if d.idle_between_passes:
+            self._reserve_or_wait(d, req)
+            return
+        # Mid-pass: deferred to the pass end (see _boundary).
+        fresh = self.deferred[d.idx]
+        fresh.append(req)
+        if len(fresh) == 1 and not self.second[d.idx]:
+            d.command(lambda: self._boundary(d))
+
+    def _reserve_or_wait(self, d, req: EngineRequest) -> float | None:
+        queue = self.pending[d.idx]
+        if queue:
+            queue.append(req)
+            return None
+        delay = self._reserve(d, req)
+        if delay is None:
+            queue.append(req)
+        return delay
+
+    def _boundary(self, d) -> None:
+        """Reservations that reached a busy decode worker, at its pass end.  Measured
+        on the reference: those deferred once are all applied; of those deferred for the
+        first time only the first is, and if its transfer takes time the others wait
+        one more pass (then they are applied together)."""
+        second, fresh = self.second[d.idx], self.deferred[d.idx]
+        self.second[d.idx], self.deferred[d.idx] = [], []
+        for req in second:
+            self._reserve_or_wait(d, req)
+        for i, req in enumerate(fresh):
+            delay = self._reserve_or_wait(d, req)
+            if delay and i + 1 < len(fresh):
+                self.second[d.idx] = fresh[i + 1:]
+                d.after_next_pass(lambda: self._boundary(d))
+                break
 
     # -- 2. destination -----------------------------------------------------------------
-    def _reserve(self, d, req: EngineRequest) -> bool:
+    def _reserve(self, d, req: EngineRequest) -> float | None:
+        """Reserve the destination and start the transfer; its delay, or None if the
+        decode worker cannot hold the prompt yet."""
         missing = d.sched.reserve(req)
         if missing is None:
-            return False
+            return None
         rec = req.handoff
         rec.destination_reserved_ms = self.env.now
         tokens = req.prompt_len if self.transfer.timing == "full_prompt" else missing
-        self.env.process(self.kv_transfer(d, req, self.transfer_ms(tokens)))
-        return True
+        delay = self.transfer_ms(tokens)
+        self.env.process(self.kv_transfer(d, req, delay))
+        return delay
 
     def transfer_ms(self, tokens: int) -> float:
         t = self.transfer
@@ -145,5 +179,5 @@ class Handoff:
         self.notify_done(req)
         queue = self.pending.get(req.worker_idx)
         d = self.workers[req.worker_idx]
-        while queue and self._reserve(d, queue[0]):
+        while queue and self._reserve(d, queue[0]) is not None:
             queue.popleft()

@@ -49,6 +49,7 @@ class Worker:
         self._run = None                      # decode run in flight (see _decode_run)
         self.kv_events: list[tuple] = []  # (time_ms, kind, hash)
         self._commands: list = []         # deferred to the next pass boundary
+        self._next_commands: list = []    # deferred to the boundary after that
         self.idle_between_passes = True   # no pass in flight right now
 
     def submit(self, req: EngineRequest) -> None:
@@ -86,6 +87,11 @@ class Worker:
         self._commands.append(fn)
         self._wake()
 
+    def after_next_pass(self, fn) -> None:
+        """Run ``fn()`` at the end of this worker's next pass (or as soon as it has no
+        pass to run)."""
+        self._next_commands.append(fn)
+
     def _apply_commands(self) -> None:
         while self._commands:
             cmds, self._commands = self._commands, []
@@ -96,6 +102,9 @@ class Worker:
         env, sched, passes, notify = self.env, self.sched, self.passes, self.notify
         while True:
             if self._commands:
+                self._apply_commands()
+            if self._next_commands and not sched.has_work():
+                self._commands, self._next_commands = self._next_commands, []
                 self._apply_commands()
             if not sched.has_work():
                 self.wake = env.event()
@@ -109,7 +118,8 @@ class Worker:
                 # Let every arrival of this instant reach the queue before batching.
                 yield event_at(env, 0, LATE)
             start = env.now
-            run = sched.decode_run() if self.coalesce else None
+            # (a command waiting for the end of the next pass needs that pass on its own)
+            run = sched.decode_run() if self.coalesce and not self._next_commands else None
             if run is not None:
                 self.idle_between_passes = False
                 yield from self._decode_run(*run)
@@ -127,8 +137,10 @@ class Worker:
                     "it does not fit the KV pool or the token budget "
                     "(enable_chunked_prefill, max_num_batched_tokens, num_gpu_blocks)")
             self.idle_between_passes = False
+            promoted, self._next_commands = self._next_commands, []
             yield event_at(env, plan.duration_ms, self.end_priority)
             self.idle_between_passes = True
+            self._commands = promoted + self._commands
             end = env.now
             pass_idx = len(passes)
             passes.add(start, end, plan.prefill_tokens, plan.num_prefill,
