@@ -203,11 +203,19 @@ class KvTransferConfig:
     bandwidth_gb_s: Optional[float] = None
     bytes_per_token: Optional[int] = None
     timing: str = "full_prompt"
+    contention: bool = False           # beyond the reference: shared links (cluster.kv_link)
+    policy: str = "fair"               # contention: fair sharing or fifo per link
+    decode_links: bool = False         # contention: decode workers' NICs are links too
 
     def __post_init__(self):
         _positive_number("bandwidth_gb_s", self.bandwidth_gb_s, allow_none=True)
         _positive_int("bytes_per_token", self.bytes_per_token, allow_none=True)
         _choice("timing", self.timing, TRANSFER_TIMINGS)
+        _bool("contention", self.contention)
+        _choice("policy", self.policy, ("fair", "fifo"))
+        _bool("decode_links", self.decode_links)
+        if self.contention and (self.bandwidth_gb_s is None or self.bytes_per_token is None):
+            raise ConfigError("contention", "needs bandwidth_gb_s and bytes_per_token")
 
 
 @dataclass(frozen=True, slots=True)

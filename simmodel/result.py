@@ -41,6 +41,8 @@ REQUEST_COLUMNS = (
     "decode_admit_ms",
     "source_released_ms",
     "transfer_ms",
+    "transfer_queue_ms",     # kv_transfer.contention: time waiting for the link(s)
+    "transfer_gb_s",         # kv_transfer.contention: achieved bandwidth
 )
 
 #: Columns of ``Result.passes`` (one row per forward pass).

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import simpy
 
 from simmodel.cluster.clock import TRANSFER_DONE, event_at
+from simmodel.cluster.kv_link import LinkNetwork
 from simmodel.config import KvTransferConfig
 from simmodel.engine.request import EngineRequest
 from simmodel.engine.timing import duration_ns
@@ -48,6 +49,8 @@ class HandoffRecord:
     destination_activated_ms: float = NAN
     source_released_ms: float = NAN
     transfer_ms: float = NAN
+    transfer_queue_ms: float = NAN     # contention only: waiting for the link(s)
+    transfer_gb_s: float = NAN         # contention only: achieved bandwidth
 
 
 class Handoff:
@@ -61,6 +64,8 @@ class Handoff:
         self.transfer = transfer
         self.max_model_len = max_model_len
         self.notify_done = notify_done
+        self.network = (LinkNetwork(env, transfer.bandwidth_gb_s, transfer.policy)
+                        if transfer.contention else None)
         self._next_p = 0
         self._next_d = 0
         self.pending: dict[int, deque] = {}
@@ -142,7 +147,7 @@ class Handoff:
         rec.destination_reserved_ms = self.env.now
         tokens = req.prompt_len if self.transfer.timing == "full_prompt" else missing
         delay = self.transfer_ms(tokens)
-        self.env.process(self.kv_transfer(d, req, delay))
+        self.env.process(self.kv_transfer(d, req, delay, tokens))
         return delay
 
     def transfer_ms(self, tokens: int) -> float:
@@ -153,12 +158,24 @@ class Handoff:
         return duration_ns(ms) / 1e6
 
     # -- 3. transfer, activation, release -----------------------------------------------------
-    def kv_transfer(self, d, req: EngineRequest, delay_ms: float):
-        """One KV transfer: the delay, then the destination is activated at the decode
-        worker's next pass boundary, and the source released at the prefill worker's."""
+    def kv_transfer(self, d, req: EngineRequest, delay_ms: float, tokens: int = 0):
+        """One KV transfer: the delay (or its share of shared links), then the
+        destination is activated at the decode worker's next pass boundary, and the
+        source released at the prefill worker's."""
         rec = req.handoff
         rec.transfer_ms = delay_ms
-        if delay_ms > 0:
+        if self.network is not None and tokens > 0:
+            links = (("prefill", rec.prefill_worker_idx),)
+            if self.transfer.decode_links:
+                links += (("decode", d.idx),)
+            nbytes = tokens * self.transfer.bytes_per_token
+            t = self.network.start(nbytes, links)
+            yield t.done
+            rec.transfer_ms = self.env.now - t.requested_ms
+            rec.transfer_queue_ms = t.started_ms - t.requested_ms
+            busy = self.env.now - t.started_ms
+            rec.transfer_gb_s = nbytes / (busy / 1000.0) / 1e9 if busy > 0 else float("nan")
+        elif delay_ms > 0:
             yield event_at(self.env, delay_ms, TRANSFER_DONE)
         p = self.prefill_workers[rec.prefill_worker_idx]
 

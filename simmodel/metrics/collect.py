@@ -29,13 +29,14 @@ def requests_frame(requests, unreleased) -> pd.DataFrame:
         n = r.generated
         h = r.handoff
         if h is None:
-            lifecycle = (-1, nan, nan, nan, nan, nan, nan, nan)
+            lifecycle = (-1, nan, nan, nan, nan, nan, nan, nan, nan, nan)
             first_admit, reused, first_reused = r.first_admit_ms, r.reused, r.first_reused
         else:
             p = h.prefill
             lifecycle = (h.prefill_worker_idx, p.first_admit_ms, h.source_held_ms,
                          h.destination_reserved_ms, h.destination_activated_ms,
-                         r.first_admit_ms, h.source_released_ms, h.transfer_ms)
+                         r.first_admit_ms, h.source_released_ms, h.transfer_ms,
+                         h.transfer_queue_ms, h.transfer_gb_s)
             first_admit, reused, first_reused = p.first_admit_ms, p.reused, p.first_reused
         first, last = r.first_token_ms, r.last_token_ms
         turn = r.meta
@@ -52,7 +53,7 @@ def requests_frame(requests, unreleased) -> pd.DataFrame:
         rows.append((t.session_id, t.turn_index, -1, t.request_id, t.play_id,
                      nan, nan, nan, nan, nan, nan, nan, nan, nan, nan,
                      t.input_length, t.output_length, 0, 0, 0, -1, 0, 0, status,
-                     -1, nan, nan, nan, nan, nan, nan, nan))
+                     -1, nan, nan, nan, nan, nan, nan, nan, nan, nan))
     df = pd.DataFrame.from_records(rows, columns=list(REQUEST_COLUMNS))
     return df
 

@@ -1,0 +1,132 @@
+"""Shared links for KV transfers (beyond the reference, which has no contention).
+
+With ``kv_transfer.contention: true`` every prefill worker's NIC is a link of
+``bandwidth_gb_s`` (and, with ``decode_links: true``, every decode worker's NIC too).  A
+transfer moves ``tokens x bytes_per_token`` bytes over its links:
+
+* ``policy: fair`` — processor sharing: a link's bandwidth is split equally among the
+  transfers on it; a transfer crossing two links gets the smaller of its two shares.
+  Rates are recomputed whenever a transfer starts or ends, so two simultaneous equal
+  transfers on one link take twice as long as one alone;
+* ``policy: fifo`` — a link serves one transfer at a time at full bandwidth, in request
+  order; the others queue (a transfer needing two links waits for both).
+
+A transfer alone on its links takes exactly the reference's uncontended time.  Each
+transfer reports its queueing time (fifo: waiting for the link) and achieved bandwidth.
+
+Event budget: one pending timer for the whole network (the next completion), re-armed on
+every start and end, plus one completion event per transfer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import simpy
+
+from simmodel.cluster.clock import TRANSFER_DONE, event_at
+from simmodel.engine.timing import duration_ns
+
+
+@dataclass(eq=False, slots=True)
+class Transfer:
+    nbytes: float
+    links: tuple
+    done: simpy.Event
+    requested_ms: float
+    started_ms: float = float("nan")
+    left: float = 0.0          # bytes still to move
+    rate: float = 0.0          # bytes per ms
+
+
+@dataclass(slots=True)
+class _Link:
+    bw: float                  # bytes per ms
+    active: list = field(default_factory=list)
+    queue: list = field(default_factory=list)
+
+
+class LinkNetwork:
+    def __init__(self, env: simpy.Environment, bandwidth_gb_s: float, policy: str = "fair"):
+        self.env = env
+        self.bw = bandwidth_gb_s * 1e9 / 1000.0          # bytes per ms
+        self.policy = policy
+        self.links: dict = {}
+        self.active: list[Transfer] = []
+        self._last = 0.0
+        self._timer_gen = 0
+
+    def start(self, nbytes: float, links: tuple) -> Transfer:
+        """Ask for a transfer over ``links`` (hashable names); wait on ``.done``."""
+        t = Transfer(nbytes, links, self.env.event(), self.env.now, left=float(nbytes))
+        self._advance()
+        for name in links:
+            self.links.setdefault(name, _Link(self.bw))
+        if self.policy == "fifo":
+            for name in links:
+                self.links[name].queue.append(t)
+            self._admit_fifo()
+        else:
+            self._activate(t)
+        self._reschedule()
+        return t
+
+    # -- internals ----------------------------------------------------------------------
+    def _activate(self, t: Transfer) -> None:
+        t.started_ms = self.env.now
+        self.active.append(t)
+        for name in t.links:
+            self.links[name].active.append(t)
+
+    def _admit_fifo(self) -> None:
+        for name, link in self.links.items():
+            while link.queue and not link.active:
+                t = link.queue[0]
+                if all(self.links[n].queue and self.links[n].queue[0] is t
+                       and not self.links[n].active for n in t.links):
+                    for n in t.links:
+                        self.links[n].queue.pop(0)
+                    self._activate(t)
+                else:
+                    break
+
+    def _advance(self) -> None:
+        """Move every active transfer forward to now at its current rate."""
+        now = self.env.now
+        dt = now - self._last
+        if dt > 0:
+            for t in self.active:
+                t.left -= t.rate * dt
+        self._last = now
+
+    def _rates(self) -> None:
+        for t in self.active:
+            t.rate = min(self.links[n].bw / len(self.links[n].active) for n in t.links)
+
+    def _reschedule(self) -> None:
+        self._rates()
+        if not self.active:
+            return
+        nxt = min(self.active, key=lambda t: t.left / t.rate)
+        delay = max(0.0, nxt.left / nxt.rate)
+        if len(self.active) == 1 and nxt.left == nxt.nbytes:
+            # Alone from the start: exactly the uncontended (reference) duration.
+            delay = duration_ns(delay) / 1e6
+        self._timer_gen += 1
+        gen = self._timer_gen
+        ev = event_at(self.env, delay, TRANSFER_DONE)
+        ev.callbacks.append(lambda _e, g=gen, t=nxt: self._fire(g, t))
+
+    def _fire(self, gen: int, t: Transfer) -> None:
+        if gen != self._timer_gen:
+            return                                   # superseded by a later change
+        self._advance()
+        t.left = 0.0
+        finished = [x for x in self.active if x.left <= 1e-6 * max(1.0, x.nbytes)]
+        for x in finished:
+            self.active.remove(x)
+            for n in x.links:
+                self.links[n].active.remove(x)
+            x.done.succeed(x)
+        if self.policy == "fifo":
+            self._admit_fifo()
+        self._reschedule()
