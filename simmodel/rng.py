@@ -15,7 +15,8 @@ STREAM_NAMES = (
     "arrivals",        # synthetic Poisson inter-arrival gaps
     "prefix_groups",   # synthetic shared-prefix group choice
     "output_tokens",   # generated output token ids (delta prompts)
-    "router_ties",     # KV-router tie breaking
+    "router_ties",     # KV-router tie breaking (aggregated, or the prefill pool)
+    "decode_router_ties",  # KV-router tie breaking of a disaggregated decode pool
 )
 
 

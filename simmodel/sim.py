@@ -79,9 +79,6 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
         raise UserError(f"{scenario.source or 'scenario'}: workload.concurrency: not supported "
                         f"for format {scenario.workload.format!r} (agentic workloads)")
     if cl.disaggregated:
-        if rcfg.mode != "round_robin":
-            raise UserError(f"{scenario.source or 'scenario'}: cluster.router.mode: only "
-                            "round_robin is supported in disaggregated mode so far")
         return _build_disaggregated(scenario, env, workload, streams, concurrency, record)
     eng = cl.engine
     timing = make_timing(eng)
@@ -125,17 +122,37 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record) 
                     max_model_len=cl.decode.engine.max_model_len, concurrency=concurrency,
                     output_rng=streams["output_tokens"])
     handoff.notify_done = driver.on_done
+    kv_mode = cl.router.mode == "kv"
+    bs = cl.prefill.engine.effective_block_size
+    if kv_mode:
+        # As the reference derives them: the prefill router has no active-block term;
+        # the decode router has overlap, KV-reuse assumption and prefill tracking off.
+        handoff.prefill_router = KvRouter(
+            env, prefill_workers, dataclasses.replace(cl.router, router_track_active_blocks=False),
+            block_size=bs, max_num_batched_tokens=cl.prefill.engine.max_num_batched_tokens,
+            rng=streams["router_ties"])
+        handoff.decode_router = KvRouter(
+            env, decode_workers, dataclasses.replace(
+                cl.router, overlap_score_credit=0.0, router_assume_kv_reuse=False,
+                router_track_prefill_tokens=False, router_queue_threshold=None),
+            block_size=bs, max_num_batched_tokens=cl.decode.engine.max_num_batched_tokens,
+            rng=streams["decode_router_ties"])
     for role, pool, workers, notify in (("prefill", cl.prefill, prefill_workers, handoff.on_prefill_done),
                                         ("decode", cl.decode, decode_workers, handoff.on_decode_done)):
         timing = make_timing(pool.engine)
+        publish = kv_mode and role == "prefill"    # only prefill workers publish KV events
         for i in range(pool.workers):
-            sched = VllmScheduler(pool.engine, timing, record_events=record, role=role)
+            sched = VllmScheduler(pool.engine, timing, record_events=record or publish, role=role)
             w = Worker(env, i, sched, notify, record_events=record,
-                       coalesce=scenario.run.coalesce_decode)
+                       coalesce=scenario.run.coalesce_decode,
+                       event_sink=handoff.prefill_router.on_kv_events if publish else None)
             w.pool = role
             w.end_priority = pass_end_priority(i if role == "prefill" else cl.prefill.workers + i)
             workers.append(w)
     handoff.attach()
+    if kv_mode:
+        handoff.prefill_router.attach()
+        handoff.decode_router.attach()
     for w in prefill_workers + decode_workers:
         env.process(w.run())
     driver.start()

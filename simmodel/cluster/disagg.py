@@ -68,6 +68,8 @@ class Handoff:
                         if transfer.contention else None)
         self._next_p = 0
         self._next_d = 0
+        self.prefill_router = None     # KvRouter over the prefill pool (router mode kv)
+        self.decode_router = None      # KvRouter over the decode pool (router mode kv)
         self.pending: dict[int, deque] = {}
 
     def attach(self) -> None:
@@ -82,6 +84,9 @@ class Handoff:
                              max_model_len=self.max_model_len)
         part.meta = req
         req.handoff = HandoffRecord(prefill=part)
+        if self.prefill_router is not None:
+            self.prefill_router.route(part)        # submits; may queue
+            return
         w = self.prefill_workers[self._next_p]
         self._next_p = (self._next_p + 1) % len(self.prefill_workers)
         req.handoff.prefill_worker_idx = w.idx
@@ -90,15 +95,22 @@ class Handoff:
     def on_prefill_done(self, part: EngineRequest) -> None:
         """Prefill workers' notification: the prompt is done (or was rejected)."""
         req = part.meta
+        if self.prefill_router is not None:
+            req.handoff.prefill_worker_idx = part.worker_idx
+            self.prefill_router.on_first_token(part)
+            self.prefill_router.on_done(part)
         if part.status != "prefilled":          # rejected (or cancelled) on the prefill side
             req.status = part.status
             req.terminal_ms = part.terminal_ms
             self.notify_done(req)
             return
         req.handoff.source_held_ms = self.env.now
-        # The decode pool's round robin advances as prompts finish, in that order.
-        d = self.workers[self._next_d]
-        self._next_d = (self._next_d + 1) % len(self.workers)
+        if self.decode_router is not None:
+            d = self.workers[self.decode_router.pick(req)]
+        else:
+            # The decode pool's round robin advances as prompts finish, in that order.
+            d = self.workers[self._next_d]
+            self._next_d = (self._next_d + 1) % len(self.workers)
         req.worker_idx = d.idx
 
         if d.idle_between_passes:
@@ -193,6 +205,8 @@ class Handoff:
     def on_decode_done(self, req: EngineRequest) -> None:
         """Decode workers' notification: the request ended; its blocks are free, so
         waiting reservations on that worker are retried."""
+        if self.decode_router is not None:
+            self.decode_router.on_done(req)
         self.notify_done(req)
         queue = self.pending.get(req.worker_idx)
         d = self.workers[req.worker_idx]

@@ -89,6 +89,10 @@ class KvRouter:
         self._place(req)
 
     def _place(self, req: EngineRequest) -> None:
+        self.workers[self.pick(req)].submit(req)
+
+    def pick(self, req: EngineRequest) -> int:
+        """Choose a worker for ``req`` and book it there (without submitting)."""
         now = self.env.now
         for w in self.workers:
             w.sync(now)
@@ -111,7 +115,7 @@ class KvRouter:
                 v.active[h] = v.active.get(h, 0) + 1
             v.active_sum += len(hashes)
         self._routed[req.uid] = (i, hashes, left)
-        self.workers[i].submit(req)
+        return i
 
     def _apply_events(self, v: _WorkerView, now: float) -> None:
         pending, index = v.pending, v.index
