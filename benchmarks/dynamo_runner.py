@@ -55,6 +55,8 @@ def main(argv: list[str]) -> int:
 
     kwargs = dict(job.get("args") or {})
     kwargs["capture_per_request"] = True
+    if isinstance(kwargs.get("router_config"), dict):
+        kwargs["router_config"] = core.KvRouterConfig(**kwargs["router_config"])
     mode = job.get("mode")
     if mode == "trace":
         func, positional = core.run_mocker_trace_replay, [list(job["trace_files"])]

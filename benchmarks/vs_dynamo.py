@@ -127,9 +127,25 @@ def reference_job(scenario, workdir: Path) -> tuple[dict, str]:
         }
     else:
         pool_args = {"extra_engine_args": engine_args(scenario), "num_workers": cl.workers}
+    if cl.router.mode == "kv":
+        r = cl.router
+        pool_args["router_config"] = {
+            "overlap_score_credit": r.overlap_score_credit,
+            "overlap_score_credit_decay": r.overlap_score_credit_decay,
+            "prefill_load_scale": r.prefill_load_scale,
+            "decode_active_request_weight": r.decode_active_request_weight,
+            "router_temperature": r.router_temperature,
+            "router_track_active_blocks": r.router_track_active_blocks,
+            "router_track_prefill_tokens": r.router_track_prefill_tokens,
+            "router_assume_kv_reuse": r.router_assume_kv_reuse,
+            "router_queue_threshold": r.router_queue_threshold,
+            "router_queue_policy": r.router_queue_policy,
+        }
+        if r.kv_event_lag_ms is not None:
+            pool_args["kv_event_lag_ms"] = r.kv_event_lag_ms
     args = {
         **pool_args,
-        "router_mode": scenario.cluster.router.mode,
+        "router_mode": {"kv": "kv_router"}.get(cl.router.mode, cl.router.mode),
         "arrival_speedup_ratio": wl.arrival_speedup_ratio,
         "sla_ttft_ms": scenario.sla.ttft_ms,
         "sla_itl_ms": scenario.sla.itl_ms,
