@@ -218,6 +218,8 @@ class KvRouter:
         if policy == "lcfs":
             return arrival_s
         hashes = req.seq.hashes[: req.prompt_len // self.bs]
+        for w in self.workers:
+            w.sync(self.env.now)
         for v in self.views:
             self._apply_events(v, self.env.now)
         best = max((self._overlap(v, hashes) for v in self.views), default=0) * self.bs

@@ -83,6 +83,7 @@ class Worker:
         reference applies handoff steps (reserve, activate, release) this way."""
         if self.idle_between_passes:
             fn()
+            self._wake()                  # the step may have unblocked a waiting batch
             return
         self._commands.append(fn)
         self._wake()
@@ -129,6 +130,12 @@ class Worker:
             if not plan.entries:
                 if plan.rejected or not sched.has_work():
                     self._settle_rejected(plan, start)
+                    continue
+                if sched.waiting_on_holds():
+                    # Held blocks will move on (a handoff step wakes us): wait for it.
+                    self.wake = env.event()
+                    yield self.wake
+                    self.wake = None
                     continue
                 head = sched.waiting[0]
                 raise UserError(

@@ -72,6 +72,7 @@ class VllmScheduler:
         self.running: list[EngineRequest] = []
         self.committed_prefill_tokens = 0
         self.preemptions = 0
+        self.held = 0                          # held sources / reserved destinations
 
     # -- queue ------------------------------------------------------------------------
     def enqueue(self, req: EngineRequest) -> None:
@@ -328,6 +329,7 @@ class VllmScheduler:
                 r.terminal_ms = end_ms
                 if self.role == "prefill":
                     r.status = "prefilled"         # source held until the transfer ends
+                    self.held += 1
                 else:
                     r.status = "completed"
                     self._release(r)
@@ -340,6 +342,13 @@ class VllmScheduler:
     def release_source(self, r: EngineRequest) -> None:
         """Prefill side: the transfer is over, free the held prompt blocks."""
         self._release(r)
+        self.held -= 1
+
+    def waiting_on_holds(self) -> bool:
+        """Blocks are held outside the running batch (sources awaiting their transfer,
+        destinations awaiting activation): a request that fits nowhere now may fit once
+        they move on, so an empty batch is not a dead end."""
+        return self.held > 0
 
     def reserve(self, r: EngineRequest) -> int | None:
         """Decode side: hold blocks for ``r``'s whole prompt, reusing the leading full
@@ -359,10 +368,12 @@ class VllmScheduler:
         r.cached = list(hashes[:resident])
         r.n_private = 0
         self._grow(r, plen)
+        self.held += 1
         return need * bs
 
     def activate(self, r: EngineRequest) -> None:
         """Decode side: the prompt's KV has arrived; the request waits for a pass."""
+        self.held -= 1
         r.transferred = True
         r.computed = r.seq_len - 1
         self.enqueue(r)
