@@ -207,23 +207,27 @@ class KvRouter:
         return all(v.prefill_tokens > self.busy_limit for v in self.views)
 
     def _enqueue(self, req: EngineRequest) -> None:
-        heapq.heappush(self.queue, (-0, -self._score(req), self._seq, req))
+        strict = getattr(_turn(req), "strict_priority", 0)
+        heapq.heappush(self.queue, (-strict, -self._score(req), self._seq, req))
         self._seq += 1
 
     def _score(self, req: EngineRequest) -> float:
+        """Higher is served first (ties FIFO).  The trace's ``priority`` is the bump, in
+        seconds for fcfs/lcfs (the reference's exact mapping is not documented)."""
         policy = self.cfg.router_queue_policy
+        bump = getattr(_turn(req), "priority", 0)
         arrival_s = req.arrival_ms / 1000.0
         if policy == "fcfs":
-            return -arrival_s
+            return bump - arrival_s
         if policy == "lcfs":
-            return arrival_s
+            return bump + arrival_s
         hashes = req.seq.hashes[: req.prompt_len // self.bs]
         for w in self.workers:
             w.sync(self.env.now)
         for v in self.views:
             self._apply_events(v, self.env.now)
         best = max((self._overlap(v, hashes) for v in self.views), default=0) * self.bs
-        return 1.0 / max(1, req.prompt_len - best)
+        return (1.0 + bump) / max(1, req.prompt_len - best)
 
     def _drain(self) -> None:
         if self.busy_limit is None:
@@ -234,3 +238,10 @@ class KvRouter:
 
     def topology_changed(self) -> None:
         self._drain()
+
+
+def _turn(req: EngineRequest):
+    """The workload turn behind a request (a disaggregated prefill part points at the
+    logical request, which points at the turn)."""
+    meta = req.meta
+    return meta.meta if isinstance(meta, EngineRequest) else meta

@@ -73,6 +73,8 @@ class Turn:
     request_id: Optional[str] = None        # agentic node id (unique per workload)
     play_id: Optional[str] = None           # agentic trajectory ("play") it belongs to
     deps: tuple[Dependency, ...] = ()       # agentic: released when all are met
+    priority: int = 0                       # KV router queue: score bump (seconds)
+    strict_priority: int = 0                # KV router queue: served by higher class first
 
     @property
     def input_length(self) -> int:

@@ -10,7 +10,8 @@ One JSON object per line, blank lines ignored.  A row is one request (one *turn*
 * ``output_length`` (``output_tokens``): required, >= 1; optional ``output_token_ids`` of
   exactly that length;
 * ``session_id`` (str or int), ``delay`` (``delay_ms``, ms, >= 0, never on a first turn);
-* ``request_id``, ``priority``, ``strict_priority``, ``policy_class``: accepted, ignored.
+* ``priority`` (int) and ``strict_priority`` (int >= 0): order of the KV router's queue;
+* ``request_id``, ``policy_class``: accepted, ignored.
 
 A JSON ``null`` counts as an absent optional field.
 
@@ -197,6 +198,12 @@ def read_mooncake(path: str, *, trace_block_size: int = 512,
                             f"output_token_ids has {len(output_token_ids)} ids but "
                             f"{key} is {output_length}")
                     output_token_ids = tuple(output_token_ids)
+                priority = row.get("priority") or 0
+                strict = row.get("strict_priority") or 0
+                if not _is_int(priority):
+                    raise _RowError(f"priority must be an integer, got {priority!r}")
+                if not _is_int(strict) or strict < 0:
+                    raise _RowError(f"strict_priority must be an integer >= 0, got {strict!r}")
 
                 if "created_time" in row:
                     ts_key, timestamp = _field(row, "timestamp", "created_time")
@@ -250,7 +257,7 @@ def read_mooncake(path: str, *, trace_block_size: int = 512,
                 start = len(flat)
                 flat.extend(hash_ids)
                 session[1].append((lineno, start, len(flat), input_length, output_length,
-                                   output_token_ids, timestamp, delay))
+                                   output_token_ids, timestamp, delay, priority, strict))
         except _RowError as e:
             raise UserError(f"{path}:{lineno}: {e}") from None
         except OSError as e:
@@ -273,16 +280,18 @@ def read_mooncake(path: str, *, trace_block_size: int = 512,
     for session_id, rows in sessions:
         turns = []
         for k, (lineno, start, end, input_length, output_length, output_token_ids,
-                timestamp, delay) in enumerate(rows):
+                timestamp, delay, priority, strict) in enumerate(rows):
             prompt = Prompt(tuple(canon[start:end]), trace_block_size, input_length)
             if k == 0:
                 turns.append(Turn(session_id, 0, prompt, output_length,
                                   arrival_ms=(timestamp - t0) / ratio,
-                                  output_token_ids=output_token_ids, line=lineno))
+                                  output_token_ids=output_token_ids, line=lineno,
+                                  priority=priority, strict_priority=strict))
             else:
                 turns.append(Turn(session_id, k, prompt, output_length,
                                   delay_ms=delay / ratio,
-                                  output_token_ids=output_token_ids, line=lineno))
+                                  output_token_ids=output_token_ids, line=lineno,
+                                  priority=priority, strict_priority=strict))
         out.append(Session(session_id, tuple(turns)))
 
     return Workload(
