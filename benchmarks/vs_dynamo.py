@@ -382,7 +382,9 @@ def compare_requests(pairs) -> dict:
     for field in ("terminal_status", "output_length", "reused_input_tokens", "decode_worker_idx",
                   "prefill_worker_idx"):
         conv = str if field == "terminal_status" else _int
-        mismatches[field] = sum(1 for mine, ref in pairs if conv(mine.get(field)) != conv(ref.get(field)))
+        mismatches[field] = sum(1 for mine, ref in pairs
+                                if ref.get(field) is not None  # e.g. no prefill pool
+                                and conv(mine.get(field)) != conv(ref.get(field)))
     return {"worst": worst, "mismatches": mismatches}
 
 

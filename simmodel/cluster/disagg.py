@@ -123,6 +123,9 @@ class Handoff:
             d.command(lambda: self._boundary(d))
 
     def _reserve_or_wait(self, d, req: EngineRequest) -> float | None:
+        if -(-req.prompt_len // d.sched.bs) > d.sched.num_blocks:
+            self._reject_at_destination(req)       # could never be reserved
+            return None
         queue = self.pending[d.idx]
         if queue:
             queue.append(req)
@@ -168,6 +171,20 @@ class Handoff:
             return 0.0
         ms = tokens * t.bytes_per_token / (t.bandwidth_gb_s * 1e9) * 1000.0
         return duration_ns(ms) / 1e6
+
+    def _reject_at_destination(self, req: EngineRequest) -> None:
+        """The prompt needs more blocks than the decode worker has: rejected (as an
+        aggregated worker rejects a prompt larger than its pool); the source is freed."""
+        rec = req.handoff
+        p = self.prefill_workers[rec.prefill_worker_idx]
+
+        def release():
+            rec.source_released_ms = self.env.now
+            p.sched.release_source(rec.prefill)
+        p.command(release)
+        req.status = "rejected"
+        req.terminal_ms = self.env.now
+        self.notify_done(req)
 
     # -- 3. transfer, activation, release -----------------------------------------------------
     def kv_transfer(self, d, req: EngineRequest, delay_ms: float, tokens: int = 0):

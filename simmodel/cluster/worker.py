@@ -128,7 +128,8 @@ class Worker:
                 continue
             plan = sched.schedule(start)
             if not plan.entries:
-                if plan.rejected or not sched.has_work():
+                if plan.rejected or plan.preempted or not sched.has_work():
+                    # (a pass that only preempted had an effect: form the next one now)
                     self._settle_rejected(plan, start)
                     continue
                 if sched.waiting_on_holds():

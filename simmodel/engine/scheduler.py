@@ -49,6 +49,7 @@ class PassPlan:
     kv_blocks_active: int = 0
     committed_tokens: int = 0
     first_tokens: list = field(default_factory=list)   # filled by finish()
+    preempted: bool = False
 
 
 class VllmScheduler:
@@ -199,8 +200,11 @@ class VllmScheduler:
             r.computed += take
             budget -= take
             i += 1
+        plan.preempted = preempted
         if not preempted:
             budget = self._admit(now, plan, budget)
+            if self.role == "decode" and self.waiting:
+                budget = self._admit_transferred_behind(now, plan, budget)
         self._cost(plan)
         for r, _, _ in entries:
             r.pass_take = 0
@@ -269,6 +273,26 @@ class VllmScheduler:
             r.admissions += 1
             plan.entries.append((r, hit, take))
             budget -= take
+        return budget
+
+    def _admit_transferred_behind(self, now: float, plan: PassPlan, budget: int) -> int:
+        """Decode role: transferred requests already hold their blocks, so they may pass a
+        blocked head (this worker's own preempted request); otherwise a pool full of
+        reservations could never drain.  (Not observed in the reference either way.)"""
+        running = self.running
+        for r in list(self.waiting):
+            if budget <= 0 or len(running) >= self.max_seqs:
+                break
+            if r.transferred and r.admissions == 0:
+                self.waiting.remove(r)
+                running.append(r)
+                r.state = RUNNING
+                r.computed = r.seq_len
+                r.pass_take = 1
+                r.first_admit_ms = now
+                r.admissions = 1
+                plan.entries.append((r, r.seq_len - 1, 1))
+                budget -= 1
         return budget
 
     def _cost(self, plan: PassPlan) -> None:
