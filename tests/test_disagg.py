@@ -601,3 +601,21 @@ def test_prefill_waits_for_held_sources_to_be_released(coalesce):
     assert b.prefill_admit_ms == approx(a.source_released_ms)
     assert b.source_held_ms == approx(P(1000) + 10.0 + P(1000))
     assert b.ttft_ms == approx(2 * P(1000) + 20.0 + D(1000) - 35)
+
+
+def test_destination_first_order_reserves_at_arrival():
+    # SGLang's handoff order (switch: Handoff.order): the destination is reserved when the
+    # request arrives, the transfer starts when the source is held.  With idle workers and
+    # no transfer delay the times are those of the source-first example: TTFT P(1000)+D(1000).
+    from simmodel.rng import Streams
+    from simmodel.sim import build, collect, run_until
+    sc = scenario()
+    cluster = build(sc, Streams(0), workload((1000, 5, 0.0)))
+    cluster.router.order = "destination_first"
+    run_until(cluster.env, None)
+    r = collect(sc, cluster, 0.0).requests.iloc[0]
+    p = P(1000)
+    assert r.destination_reserved_ms == approx(0.0)
+    assert r.source_held_ms == approx(p)
+    assert r.destination_activated_ms == approx(p)
+    assert r.ttft_ms == approx(p + D(1000))

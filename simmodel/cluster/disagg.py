@@ -1,6 +1,8 @@
 """Disaggregated serving: prefill pool, decode pool and the KV handoff between them.
 
-Lifecycle of one request (reference §6, vLLM order "source first"):
+Lifecycle of one request (reference §6, vLLM order "source first"; ``order=
+"destination_first"`` switches to SGLang's, where the destination is reserved at arrival
+and the transfer starts as soon as the source is held):
 
 1. the driver's request is routed to a **prefill worker** (round robin over the pool) as
    a prefill part with one output token; prefill workers' passes cost prefill only and
@@ -49,6 +51,7 @@ class HandoffRecord:
     destination_activated_ms: float = NAN
     source_released_ms: float = NAN
     transfer_ms: float = NAN
+    missing_tokens: int | None = None  # set when the destination is reserved
     transfer_queue_ms: float = NAN     # contention only: waiting for the link(s)
     transfer_gb_s: float = NAN         # contention only: achieved bandwidth
 
@@ -57,13 +60,17 @@ class Handoff:
     """The router of a disaggregated cluster and the owner of every handoff."""
 
     def __init__(self, env: simpy.Environment, prefill_workers: list, decode_workers: list,
-                 transfer: KvTransferConfig, *, max_model_len: int | None, notify_done):
+                 transfer: KvTransferConfig, *, max_model_len: int | None, notify_done,
+                 order: str = "source_first"):
         self.env = env
         self.prefill_workers = prefill_workers
         self.workers = decode_workers            # what Driver.cancel looks up
         self.transfer = transfer
         self.max_model_len = max_model_len
         self.notify_done = notify_done
+        # vLLM reserves the destination once the source is held ("source_first"); SGLang
+        # reserves it at arrival ("destination_first", for when that backend exists).
+        self.order = order
         self.network = (LinkNetwork(env, transfer.bandwidth_gb_s, transfer.policy)
                         if transfer.contention else None)
         self._next_p = 0
@@ -84,6 +91,10 @@ class Handoff:
                              max_model_len=self.max_model_len)
         part.meta = req
         req.handoff = HandoffRecord(prefill=part)
+        if self.order == "destination_first":
+            self._send_reservation(self._choose_decode(req), req)
+            if req.status == "rejected":
+                return                              # no decode worker could ever hold it
         if self.prefill_router is not None:
             self.prefill_router.route(part)        # submits; may queue
             return
@@ -105,14 +116,22 @@ class Handoff:
             self.notify_done(req)
             return
         req.handoff.source_held_ms = self.env.now
+        if self.order == "destination_first":
+            self._start_transfer_if_ready(self.workers[req.worker_idx], req)
+        else:
+            self._send_reservation(self._choose_decode(req), req)
+
+    def _choose_decode(self, req: EngineRequest):
         if self.decode_router is not None:
             d = self.workers[self.decode_router.pick(req)]
         else:
-            # The decode pool's round robin advances as prompts finish, in that order.
+            # The decode pool's round robin advances once per handoff, in order.
             d = self.workers[self._next_d]
             self._next_d = (self._next_d + 1) % len(self.workers)
         req.worker_idx = d.idx
+        return d
 
+    def _send_reservation(self, d, req: EngineRequest) -> None:
         if d.idle_between_passes:
             self._reserve_or_wait(d, req)
             return
@@ -160,7 +179,16 @@ class Handoff:
             return None
         rec = req.handoff
         rec.destination_reserved_ms = self.env.now
-        tokens = req.prompt_len if self.transfer.timing == "full_prompt" else missing
+        rec.missing_tokens = missing
+        return self._start_transfer_if_ready(d, req)
+
+    def _start_transfer_if_ready(self, d, req: EngineRequest) -> float:
+        """Start the transfer once both ends are ready (source held, destination
+        reserved); returns its delay (0.0 if it cannot start yet)."""
+        rec = req.handoff
+        if rec.missing_tokens is None or rec.source_held_ms != rec.source_held_ms:
+            return 0.0                              # not reserved yet / source not held
+        tokens = req.prompt_len if self.transfer.timing == "full_prompt" else rec.missing_tokens
         delay = self.transfer_ms(tokens)
         self.env.process(self.kv_transfer(d, req, delay, tokens))
         return delay
@@ -176,12 +204,13 @@ class Handoff:
         """The prompt needs more blocks than the decode worker has: rejected (as an
         aggregated worker rejects a prompt larger than its pool); the source is freed."""
         rec = req.handoff
-        p = self.prefill_workers[rec.prefill_worker_idx]
+        if rec.source_held_ms == rec.source_held_ms:         # held: free it
+            p = self.prefill_workers[rec.prefill_worker_idx]
 
-        def release():
-            rec.source_released_ms = self.env.now
-            p.sched.release_source(rec.prefill)
-        p.command(release)
+            def release():
+                rec.source_released_ms = self.env.now
+                p.sched.release_source(rec.prefill)
+            p.command(release)
         req.status = "rejected"
         req.terminal_ms = self.env.now
         self.notify_done(req)
