@@ -216,16 +216,8 @@ class VllmScheduler:
         while waiting and budget > 0 and len(running) < self.max_seqs:
             r = waiting[0]
             if r.transferred and r.admissions == 0:
-                # Its prompt's KV is already here (reserved at the handoff): it joins
-                # the batch as a decoder of the prompt's length.
                 waiting.popleft()
-                running.append(r)
-                r.state = RUNNING
-                r.computed = r.seq_len
-                r.pass_take = 1
-                r.first_admit_ms = now
-                r.admissions = 1
-                plan.entries.append((r, r.seq_len - 1, 1))
+                self._admit_transferred(r, now, plan)
                 budget -= 1
                 continue
             if r.admissions == 0 and self._rejects(r):
@@ -285,15 +277,20 @@ class VllmScheduler:
                 break
             if r.transferred and r.admissions == 0:
                 self.waiting.remove(r)
-                running.append(r)
-                r.state = RUNNING
-                r.computed = r.seq_len
-                r.pass_take = 1
-                r.first_admit_ms = now
-                r.admissions = 1
-                plan.entries.append((r, r.seq_len - 1, 1))
+                self._admit_transferred(r, now, plan)
                 budget -= 1
         return budget
+
+    def _admit_transferred(self, r: EngineRequest, now: float, plan: PassPlan) -> None:
+        """Its prompt's KV is already here (reserved at the handoff): it joins the batch
+        as a decoder of the prompt's length, taking one token of the budget."""
+        self.running.append(r)
+        r.state = RUNNING
+        r.computed = r.seq_len
+        r.pass_take = 1
+        r.first_admit_ms = now
+        r.admissions = 1
+        plan.entries.append((r, r.seq_len - 1, 1))
 
     def _cost(self, plan: PassPlan) -> None:
         n = s_isl = s_pfx = n_dec = dec_tokens = committed = 0
