@@ -15,11 +15,13 @@ def load_scenario(path: str) -> Scenario:
     return _load(path)
 
 
-def run(scenario: Scenario, *, seed: int | None = None, workload=None) -> Result:
+def run(scenario: Scenario, *, seed: int | None = None, workload=None,
+        scaling_policy=None) -> Result:
     """Simulate a scenario and return its Result (``workload``: a ``simmodel.workload.
-    Workload`` built in Python, used instead of the scenario's own)."""
+    Workload`` built in Python, used instead of the scenario's own; ``scaling_policy``: an
+    object with the reference's ``initial_tick_ms()`` / ``on_tick(snapshot)``)."""
     from simmodel.sim import run as _run
-    return _run(scenario, seed=seed, workload=workload)
+    return _run(scenario, seed=seed, workload=workload, scaling_policy=scaling_policy)
 
 
 __all__ = ["Scenario", "Result", "UserError", "load_scenario", "run"]

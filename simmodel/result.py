@@ -73,3 +73,4 @@ class Result:
     passes: pd.DataFrame
     kv_events: Optional[pd.DataFrame] = None
     scenario: object = None
+    lifecycle: Optional[pd.DataFrame] = None   # worker transitions (scaling runs)

@@ -17,6 +17,7 @@ from simmodel.cluster.clock import pass_end_priority
 from simmodel.cluster.disagg import Handoff
 from simmodel.cluster.driver import Driver
 from simmodel.cluster.kv_router import KvRouter
+from simmodel.cluster.planner import LIFECYCLE_COLUMNS, Planner
 from simmodel.cluster.router import RoundRobin
 from simmodel.cluster.worker import Worker
 from simmodel.config import Scenario
@@ -39,6 +40,7 @@ class Cluster:
     driver: Driver
     workload: Workload
     prefill_workers: list = field(default_factory=list)   # disaggregated only
+    planner: object = None                                  # scaling runs only
 
 
 def check_schedulable(workload: Workload, scenario: Scenario, eng) -> None:
@@ -58,7 +60,8 @@ def check_schedulable(workload: Workload, scenario: Scenario, eng) -> None:
                     "enable_chunked_prefill: false; it can never be scheduled")
 
 
-def build(scenario: Scenario, streams: Streams, workload: Workload | None = None) -> Cluster:
+def build(scenario: Scenario, streams: Streams, workload: Workload | None = None,
+          scaling_policy=None) -> Cluster:
     """Elaborate the cluster for ``scenario``; ``workload`` replaces the scenario's own
     (a workload built in Python, e.g. in tests or notebooks)."""
     cl = scenario.cluster
@@ -79,7 +82,11 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
         raise UserError(f"{scenario.source or 'scenario'}: workload.concurrency: not supported "
                         f"for format {scenario.workload.format!r} (agentic workloads)")
     if cl.disaggregated:
+        if scaling_policy is not None:
+            raise UserError("scaling_policy: only aggregated clusters can scale so far")
         return _build_disaggregated(scenario, env, workload, streams, concurrency, record)
+    if scaling_policy is not None and rcfg.mode != "round_robin":
+        raise UserError("scaling_policy: only round_robin routing can scale so far")
     eng = cl.engine
     timing = make_timing(eng)
     workers: list[Worker] = []
@@ -97,18 +104,34 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
         def notify(req, _driver=driver.on_done, _router=router.on_done):
             _router(req)
             _driver(req)
-    for i in range(cl.workers):
+    def make_worker(i: int) -> Worker:
         sched = VllmScheduler(eng, timing, record_events=record or kv_mode)
-        workers.append(Worker(env, i, sched, notify, record_events=record,
-                              coalesce=scenario.run.coalesce_decode,
-                              event_sink=router.on_kv_events if kv_mode else None,
-                              on_first_token=router.on_first_token if kv_mode else None))
+        return Worker(env, i, sched, notify, record_events=record,
+                      coalesce=scenario.run.coalesce_decode,
+                      event_sink=router.on_kv_events if kv_mode else None,
+                      on_first_token=router.on_first_token if kv_mode else None)
+
+    for i in range(cl.workers):
+        workers.append(make_worker(i))
     if kv_mode:
         router.attach()
     for w in workers:
         env.process(w.run())
+    planner = None
+    if scaling_policy is not None:
+        def start_worker(i: int) -> Worker:
+            w = make_worker(i)
+            env.process(w.run())
+            return w
+        planner = Planner(env, scaling_policy, workers=workers, router=router, driver=driver,
+                          make_worker=start_worker, startup_time_s=eng.startup_time)
+        for w in workers:
+            w.on_drained = planner.on_drained
+        env.process(planner.run())
     driver.start()
-    return Cluster(env, workers, router, driver, workload)
+    cluster = Cluster(env, workers, router, driver, workload)
+    cluster.planner = planner
+    return cluster
 
 
 def _build_disaggregated(scenario, env, workload, streams, concurrency, record) -> Cluster:
@@ -160,13 +183,13 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record) 
 
 
 def run(scenario: Scenario, *, seed: int | None = None,
-        workload: Workload | None = None) -> Result:
+        workload: Workload | None = None, scaling_policy=None) -> Result:
     """Simulate ``scenario`` (optionally with another seed, or on a ``workload`` built in
     Python instead of the scenario's own) and return its Result."""
     if seed is not None:
         scenario = dataclasses.replace(scenario, seed=seed)
     t0 = time.perf_counter()
-    cluster = build(scenario, Streams(scenario.seed), workload)
+    cluster = build(scenario, Streams(scenario.seed), workload, scaling_policy)
     run_until(cluster.env, scenario.run.max_sim_time_ms)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     return collect(scenario, cluster, wall_ms)
@@ -201,6 +224,12 @@ def sim_end_ms(scenario: Scenario, cluster: Cluster, requests: pd.DataFrame) -> 
     return last
 
 
+def provisioned_s(w, end_s: float) -> float:
+    """Seconds a worker was provisioned (starting, active or draining) before the end."""
+    stop = end_s if w.removed_ms is None else min(end_s, w.removed_ms / 1000.0)
+    return max(0.0, stop - w.created_ms / 1000.0)
+
+
 def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
     reqs = cluster.driver.requests
     released = {(r.session_id, r.turn_index) for r in reqs}
@@ -219,7 +248,8 @@ def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
         decode_ws, decode_gpus = len(cluster.workers) * end_s, cl.decode.engine.gpus_per_worker
     else:
         prefill_ws, prefill_gpus = 0.0, 0
-        decode_ws, decode_gpus = len(cluster.workers) * end_s, cl.engine.gpus_per_worker
+        decode_ws = sum(provisioned_s(w, end_s) for w in cluster.workers)
+        decode_gpus = cl.engine.gpus_per_worker
     summary = summarize(
         requests, gaps, weights,
         num_requests=len(reqs),
@@ -238,5 +268,8 @@ def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
                 for w in cluster.prefill_workers + cluster.workers for (t, k, h) in w.kv_events]
         kv_events = pd.DataFrame(rows, columns=["time_ms", "pool", "worker", "kind", "block_hash"])
         kv_events = kv_events.sort_values(["time_ms", "worker"], kind="stable", ignore_index=True)
+    lifecycle = None
+    if cluster.planner is not None:
+        lifecycle = pd.DataFrame(cluster.planner.lifecycle, columns=list(LIFECYCLE_COLUMNS))
     return Result(summary=summary, requests=requests, passes=passes, kv_events=kv_events,
-                  scenario=scenario)
+                  scenario=scenario, lifecycle=lifecycle)

@@ -19,8 +19,11 @@ from heapq import heappush
 import simpy
 
 URGENT, NORMAL, DISPATCH, LATE = 0, 1, 2, 3
-#: KV transfer completions come after every pass end and before arrivals.
+#: Workers becoming ready come after pass ends; KV transfer completions after those,
+#: both before arrivals; planner ticks after everything else (even batch formation).
+WORKER_READY = 0.5
 TRANSFER_DONE = 0.9
+PLANNER = 4
 
 
 def pass_end_priority(rank: int) -> float:

@@ -61,6 +61,7 @@ class Driver:
         # Agentic bookkeeping: request_id -> (dispatched event, ended event)
         self._node_events: dict[str, tuple[simpy.Event, simpy.Event]] = {}
         self.unreleased_cancelled: set[tuple[str, int]] = set()
+        self.ended = 0
 
     # -- processes --------------------------------------------------------------------
     def start(self) -> None:
@@ -161,8 +162,13 @@ class Driver:
         self.router.route(req)
         return req
 
+    def workload_done(self) -> bool:
+        """Every turn of the workload has ended (or will never be released)."""
+        return self.ended + len(self.unreleased_cancelled) >= self.workload.num_requests
+
     def on_done(self, req: EngineRequest) -> None:
         """Called by workers when a request completes or is rejected."""
+        self.ended += 1
         if req.on_done is not None and not req.on_done.triggered:
             outcome = {"completed": COMPLETED, "rejected": REJECTED}.get(req.status, CANCELLED)
             req.on_done.succeed(outcome)

@@ -36,6 +36,10 @@ class Worker:
         self.env = env
         self.idx = idx
         self.pool = "agg"                 # agg | prefill | decode
+        self.state = "active"             # starting | active | draining | removed
+        self.created_ms = 0.0
+        self.removed_ms = None
+        self.on_drained = None            # callable(worker) when a draining worker empties
         self.end_priority = pass_end_priority(idx)   # set again for pooled workers
         self.sched = scheduler
         self.notify = notify              # callable(request) at completion / rejection
@@ -107,6 +111,9 @@ class Worker:
             if self._next_commands and not sched.has_work():
                 self._commands, self._next_commands = self._next_commands, []
                 self._apply_commands()
+            if not sched.has_work() and self.state == "draining" and not self._next_commands:
+                self.on_drained(self)          # finished its in-flight work: leaves
+                return
             if not sched.has_work():
                 self.wake = env.event()
                 yield self.wake
