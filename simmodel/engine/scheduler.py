@@ -334,15 +334,7 @@ class VllmScheduler:
             else:
                 if g == 2:
                     r.second_token_ms = end_ms
-                if r.last_pass == pass_idx - 1:
-                    segs = r.segs
-                    if segs and segs[-1] == pass_idx - 1:
-                        segs[-1] = pass_idx
-                    else:
-                        segs.append(pass_idx)
-                        segs.append(pass_idx)
-                else:
-                    r.bridges.append(end_ms - r.last_token_ms)
+                _record_gaps(r, pass_idx, pass_idx, end_ms)
             r.last_token_ms = end_ms
             r.last_pass = pass_idx
             if g >= r.max_output:
@@ -491,18 +483,7 @@ class VllmScheduler:
             r.computed += m
             if g0 == 1:
                 r.second_token_ms = first_end
-            segs = r.segs
-            if r.last_pass == pass_idx0 - 1:
-                if segs and segs[-1] == pass_idx0 - 1:
-                    segs[-1] = last_idx
-                else:
-                    segs.append(pass_idx0)
-                    segs.append(last_idx)
-            else:
-                r.bridges.append(first_end - r.last_token_ms)
-                if m > 1:
-                    segs.append(pass_idx0 + 1)
-                    segs.append(last_idx)
+            _record_gaps(r, pass_idx0, last_idx, first_end)
             r.last_token_ms = last_end
             r.last_pass = last_idx
             if r.generated >= r.max_output:
@@ -514,3 +495,22 @@ class VllmScheduler:
         if done:
             self.running = [r for r in running if r.state == RUNNING]
         return done
+
+
+def _record_gaps(r: EngineRequest, first: int, last: int, first_end: float) -> None:
+    """ITL bookkeeping for tokens emitted in passes ``first..last`` of r's worker (the
+    first ending at ``first_end``): a token right after the pass of the previous one
+    extends r's current range of such passes; otherwise its gap is kept on its own and a
+    new range starts with the next pass."""
+    segs = r.segs
+    if r.last_pass == first - 1:
+        if segs and segs[-1] == first - 1:
+            segs[-1] = last
+        else:
+            segs.append(first)
+            segs.append(last)
+    else:
+        r.bridges.append(first_end - r.last_token_ms)
+        if last > first:
+            segs.append(first + 1)
+            segs.append(last)

@@ -56,12 +56,12 @@ triggers or relations, and dependency cycles (one cycle is named).
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Optional
 
 from simmodel.errors import UserError
 from simmodel.workload.model import Dependency, Prompt, Session, Turn, Workload
 from simmodel.workload.mooncake import (_RowError, _check_int_list, _field, _is_int,
+                                       _output_fields, speedup_ratio,
                                         _number)
 
 SCHEMA = "dynamo.agentic_mooncake"
@@ -104,11 +104,7 @@ def read_agentic(path: str, *, trace_block_size: int = 512,
     if not _is_int(trace_block_size) or trace_block_size <= 0:
         raise ValueError(
             f"trace_block_size must be a positive integer, got {trace_block_size!r}")
-    ratio = arrival_speedup_ratio
-    if (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
-            or not math.isfinite(ratio) or ratio <= 0):
-        raise ValueError(f"arrival_speedup_ratio must be a positive number, got {ratio!r}")
-    ratio = float(ratio)
+    ratio = speedup_ratio(arrival_speedup_ratio)
 
     try:
         f = open(path, "rb")
@@ -275,24 +271,7 @@ def _lengths(row: dict) -> tuple[str, Optional[int], int, Optional[tuple]]:
         if input_length < 1:
             raise _RowError(f"{in_key} must be >= 1, got {input_length}")
 
-    if "output_tokens" in row:
-        key, output_length = _field(row, "output_length", "output_tokens")
-    else:
-        key, output_length = "output_length", row.get("output_length")
-    if output_length is None:
-        raise _RowError("missing required field output_length")
-    if not _is_int(output_length):
-        raise _RowError(f"{key} must be an integer, got {output_length!r}")
-    if output_length < 1:
-        raise _RowError(f"{key} must be >= 1, got {output_length}")
-
-    output_token_ids = row.get("output_token_ids")
-    if output_token_ids is not None:
-        _check_int_list("output_token_ids", output_token_ids)
-        if len(output_token_ids) != output_length:
-            raise _RowError(f"output_token_ids has {len(output_token_ids)} ids but {key} "
-                            f"is {output_length}")
-        output_token_ids = tuple(output_token_ids)
+    key, output_length, output_token_ids = _output_fields(row)
     return in_key, input_length, output_length, output_token_ids
 
 

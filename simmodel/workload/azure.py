@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import csv
 import datetime
-import math
 import re
 
 from simmodel.errors import UserError
 from simmodel.workload.model import Prompt, Session, Turn, Workload
+from simmodel.workload.mooncake import speedup_ratio
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
@@ -91,11 +91,7 @@ def read_azure(path: str, *, arrival_speedup_ratio: float = 1.0,
     if type(engine_block_size) is not int or engine_block_size <= 0:
         raise ValueError(
             f"engine_block_size must be a positive integer, got {engine_block_size!r}")
-    ratio = arrival_speedup_ratio
-    if (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
-            or not math.isfinite(ratio) or ratio <= 0):
-        raise ValueError(f"arrival_speedup_ratio must be a positive number, got {ratio!r}")
-    ratio = float(ratio)
+    ratio = speedup_ratio(arrival_speedup_ratio)
 
     try:
         f = open(path, encoding="utf-8-sig", newline="")

@@ -97,6 +97,36 @@ def _check_int_list(key: str, value: Any) -> list:
 _INT_ONLY = {int}       # set(map(type, ...)) <= {int}: no bools, floats or strings
 
 
+
+def speedup_ratio(value: Any) -> float:
+    """Validate an ``arrival_speedup_ratio`` argument (every trace reader takes one)."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or value <= 0):
+        raise ValueError(f"arrival_speedup_ratio must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _output_fields(row: dict) -> tuple[str, int, Optional[tuple]]:
+    """``(key used, output_length, output_token_ids or None)`` of a request row."""
+    if "output_tokens" in row:
+        key, output_length = _field(row, "output_length", "output_tokens")
+    else:
+        key, output_length = "output_length", row.get("output_length")
+    if output_length is None:
+        raise _RowError("missing required field output_length")
+    if not _is_int(output_length):
+        raise _RowError(f"{key} must be an integer, got {output_length!r}")
+    if output_length < 1:
+        raise _RowError(f"{key} must be >= 1, got {output_length}")
+    output_token_ids = row.get("output_token_ids")
+    if output_token_ids is not None:
+        _check_int_list("output_token_ids", output_token_ids)
+        if len(output_token_ids) != output_length:
+            raise _RowError(f"output_token_ids has {len(output_token_ids)} ids but {key} "
+                            f"is {output_length}")
+        output_token_ids = tuple(output_token_ids)
+    return key, output_length, output_token_ids
+
 def read_mooncake(path: str, *, trace_block_size: int = 512,
                   arrival_speedup_ratio: float = 1.0, prompt_mode: str = "full") -> Workload:
     """Read a Mooncake JSONL trace into a ``Workload`` (see the module docstring).
@@ -113,11 +143,7 @@ def read_mooncake(path: str, *, trace_block_size: int = 512,
     if not _is_int(trace_block_size) or trace_block_size <= 0:
         raise ValueError(
             f"trace_block_size must be a positive integer, got {trace_block_size!r}")
-    ratio = arrival_speedup_ratio
-    if (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
-            or not math.isfinite(ratio) or ratio <= 0):
-        raise ValueError(f"arrival_speedup_ratio must be a positive number, got {ratio!r}")
-    ratio = float(ratio)
+    ratio = speedup_ratio(arrival_speedup_ratio)
 
     # Pass 1 validates every row and groups rows into sessions; the hash ids of all rows go
     # into one flat list, re-numbered at the end in one C-level sweep (dict.fromkeys keeps
@@ -179,25 +205,7 @@ def read_mooncake(path: str, *, trace_block_size: int = 512,
                         f"{key} {input_length} exceeds the {capacity} tokens of its "
                         f"{len(hash_ids)} hash_ids x trace_block_size {trace_block_size}")
 
-                if "output_tokens" in row:
-                    key, output_length = _field(row, "output_length", "output_tokens")
-                else:
-                    key, output_length = "output_length", row.get("output_length")
-                if output_length is None:
-                    raise _RowError("missing required field output_length")
-                if not _is_int(output_length):
-                    raise _RowError(f"{key} must be an integer, got {output_length!r}")
-                if output_length < 1:
-                    raise _RowError(f"{key} must be >= 1, got {output_length}")
-
-                output_token_ids = row.get("output_token_ids")
-                if output_token_ids is not None:
-                    _check_int_list("output_token_ids", output_token_ids)
-                    if len(output_token_ids) != output_length:
-                        raise _RowError(
-                            f"output_token_ids has {len(output_token_ids)} ids but "
-                            f"{key} is {output_length}")
-                    output_token_ids = tuple(output_token_ids)
+                key, output_length, output_token_ids = _output_fields(row)
                 priority = row.get("priority") or 0
                 strict = row.get("strict_priority") or 0
                 if not _is_int(priority):

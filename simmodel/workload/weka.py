@@ -80,6 +80,7 @@ from typing import Any, Optional
 
 from simmodel.errors import UserError
 from simmodel.workload.model import Dependency, Prompt, Session, Turn, Workload
+from simmodel.workload.mooncake import speedup_ratio
 
 NESTED_BASES = ("auto", "relative", "absolute")
 REQUEST_TYPES = ("n", "s")
@@ -421,10 +422,7 @@ def read_weka(path: str, *, arrival_speedup_ratio: float = 1.0,
     request times are read, like the reference's ``weka_nested_timestamp_basis``.
     Raises ``UserError`` naming the file and JSON path of any problem.
     """
-    ratio = arrival_speedup_ratio
-    if (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
-            or not math.isfinite(ratio) or ratio <= 0):
-        raise ValueError(f"arrival_speedup_ratio must be a positive number, got {ratio!r}")
+    ratio = speedup_ratio(arrival_speedup_ratio)
     cap = think_time_cap_ms
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float))
                             or not cap >= 0):
