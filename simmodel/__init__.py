@@ -16,12 +16,14 @@ def load_scenario(path: str) -> Scenario:
 
 
 def run(scenario: Scenario, *, seed: int | None = None, workload=None,
-        scaling_policy=None) -> Result:
+        scaling_policy=None, progress=None) -> Result:
     """Simulate a scenario and return its Result (``workload``: a ``simmodel.workload.
     Workload`` built in Python, used instead of the scenario's own; ``scaling_policy``: an
-    object with the reference's ``initial_tick_ms()`` / ``on_tick(snapshot)``)."""
+    object with the reference's ``initial_tick_ms()`` / ``on_tick(snapshot)``;
+    ``progress``: called as ``progress(now_ms, done, total)`` during the run)."""
     from simmodel.sim import run as _run
-    return _run(scenario, seed=seed, workload=workload, scaling_policy=scaling_policy)
+    return _run(scenario, seed=seed, workload=workload, scaling_policy=scaling_policy,
+                progress=progress)
 
 
 __all__ = ["Scenario", "Result", "UserError", "load_scenario", "run"]

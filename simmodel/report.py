@@ -24,9 +24,16 @@ SUMMARY_FILE = "summary.json"
 REQUESTS_FILE = "requests.parquet"
 PASSES_FILE = "passes.parquet"
 KV_EVENTS_FILE = "kv_events.parquet"
+LIFECYCLE_FILE = "lifecycle.parquet"
+TELEMETRY_FILE = "telemetry.parquet"
 #: Every file ``write_result`` may produce; in an existing output directory, one that is
-#: not produced this time (kv_events.parquet) is removed so no stale result remains.
-RESULT_FILES = (SUMMARY_FILE, REQUESTS_FILE, PASSES_FILE, KV_EVENTS_FILE)
+#: not produced this time (kv_events, lifecycle, telemetry) is removed so no stale result
+#: remains.
+RESULT_FILES = (SUMMARY_FILE, REQUESTS_FILE, PASSES_FILE, KV_EVENTS_FILE, LIFECYCLE_FILE,
+                TELEMETRY_FILE)
+#: Optional tables: file name -> ``Result`` attribute.
+_OPTIONAL_TABLES = ((KV_EVENTS_FILE, "kv_events"), (LIFECYCLE_FILE, "lifecycle"),
+                    (TELEMETRY_FILE, "telemetry"))
 
 #: Rows of the latency table: (label, summary-key stem).
 _LATENCY_ROWS = (("ttft", "ttft"), ("ttst", "ttst"), ("tpot", "tpot"), ("itl", "itl"),
@@ -38,7 +45,8 @@ _LATENCY_COLS = (("mean", "mean"), ("p50", "median"), ("p90", "p90"), ("p99", "p
 
 def write_result(result: Result, out_dir: Union[str, os.PathLike]) -> None:
     """Write ``summary.json``, ``requests.parquet``, ``passes.parquet`` (and
-    ``kv_events.parquet`` when ``result.kv_events`` is set) into ``out_dir``.
+    ``kv_events.parquet``, ``lifecycle.parquet``, ``telemetry.parquet`` when the result has
+    those tables) into ``out_dir``.
 
     Missing parent directories are created (and removed again on failure).  On any error
     nothing is left behind: no temporary directory, no half-written file.
@@ -107,10 +115,45 @@ def _write_files(result: Result, folder: str) -> list[str]:
     result.requests.to_parquet(os.path.join(folder, REQUESTS_FILE), index=False)
     result.passes.to_parquet(os.path.join(folder, PASSES_FILE), index=False)
     written = [SUMMARY_FILE, REQUESTS_FILE, PASSES_FILE]
-    if result.kv_events is not None:
-        result.kv_events.to_parquet(os.path.join(folder, KV_EVENTS_FILE), index=False)
-        written.append(KV_EVENTS_FILE)
+    for name, attr in _OPTIONAL_TABLES:
+        table = getattr(result, attr)
+        if table is not None:
+            table.to_parquet(os.path.join(folder, name), index=False)
+            written.append(name)
     return written
+
+
+def read_result(out_dir: Union[str, os.PathLike]) -> Result:
+    """Load a directory written by ``write_result`` (``simmodel run --out``) back into a
+    ``Result`` (``scenario`` is None; optional tables are None when absent).  A missing
+    or unreadable directory raises ``UserError`` naming it."""
+    import pandas as pd
+
+    from simmodel.errors import UserError
+
+    folder = os.fspath(out_dir)
+    if not os.path.isdir(folder):
+        raise UserError(f"{folder}: not a result directory (it does not exist)")
+    for name in (SUMMARY_FILE, REQUESTS_FILE, PASSES_FILE):
+        if not os.path.isfile(os.path.join(folder, name)):
+            raise UserError(f"{folder}: not a result directory ({name} is missing)")
+    try:
+        with open(os.path.join(folder, SUMMARY_FILE), encoding="utf-8") as f:
+            summary = json.load(f)
+        tables = {attr: pd.read_parquet(os.path.join(folder, name))
+                  for name, attr in _OPTIONAL_TABLES
+                  if os.path.isfile(os.path.join(folder, name))}
+        requests = pd.read_parquet(os.path.join(folder, REQUESTS_FILE))
+        passes = pd.read_parquet(os.path.join(folder, PASSES_FILE))
+    except (OSError, ValueError) as e:
+        raise UserError(f"{folder}: cannot read the result: {_first_line(e)}") from None
+    summary = {k: (math.nan if v is None else v) for k, v in summary.items()}
+    return Result(summary=summary, requests=requests, passes=passes, **tables)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
 
 
 def _move_into_place(tmp: str, out_dir: str, written: list[str]) -> None:

@@ -58,6 +58,28 @@ PASS_COLUMNS = (
     "kv_blocks_active",    # blocks referenced by live requests after scheduling
 )
 
+#: Columns of ``Result.telemetry`` (long format: one row per sample of one metric).
+#: ``worker`` is -1 for pool-level metrics.  Sampled every ``telemetry.interval_ms`` of
+#: simulated time (at 0, interval, 2·interval, ... up to the end of the run).
+TELEMETRY_COLUMNS = ("time_ms", "pool", "worker", "metric", "value")
+#: Per-worker metrics: levels at the sample time, or counts over the interval ending there.
+TELEMETRY_WORKER_METRICS = (
+    "kv_blocks_active",      # blocks referenced by running requests
+    "kv_blocks_cached",      # inactive blocks kept for prefix reuse (evictable)
+    "kv_blocks_free",        # blocks neither active nor cached
+    "running",               # requests in the running set
+    "waiting",               # requests queued at the worker (incl. preempted)
+    "cache_hit_tokens",      # prompt tokens served from the prefix cache in the interval
+    "preemptions",           # preemptions in the interval
+)
+#: Pool-level metrics (``worker`` = -1).
+TELEMETRY_POOL_METRICS = (
+    "router_queue",          # requests held by the pool's router (no worker yet)
+    "workers_starting",
+    "workers_active",
+    "workers_draining",
+)
+
 
 @dataclass
 class Result:
@@ -74,3 +96,4 @@ class Result:
     kv_events: Optional[pd.DataFrame] = None
     scenario: object = None
     lifecycle: Optional[pd.DataFrame] = None   # worker transitions (scaling runs)
+    telemetry: Optional[pd.DataFrame] = None   # periodic samples (``telemetry.interval_ms``)

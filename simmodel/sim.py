@@ -183,14 +183,21 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record) 
 
 
 def run(scenario: Scenario, *, seed: int | None = None,
-        workload: Workload | None = None, scaling_policy=None) -> Result:
+        workload: Workload | None = None, scaling_policy=None, progress=None) -> Result:
     """Simulate ``scenario`` (optionally with another seed, or on a ``workload`` built in
-    Python instead of the scenario's own) and return its Result."""
+    Python instead of the scenario's own) and return its Result.
+
+    ``progress``, if given, is called as ``progress(now_ms, done, total)`` about every
+    0.2 s of wall time while the simulation runs (``done``: requests finished, rejected or
+    cancelled so far; ``total``: requests in the workload), and once at the end."""
     if seed is not None:
         scenario = dataclasses.replace(scenario, seed=seed)
     t0 = time.perf_counter()
     cluster = build(scenario, Streams(scenario.seed), workload, scaling_policy)
-    run_until(cluster.env, scenario.run.max_sim_time_ms)
+    if progress is None:
+        run_until(cluster.env, scenario.run.max_sim_time_ms)
+    else:
+        run_with_progress(cluster, scenario.run.max_sim_time_ms, progress)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     return collect(scenario, cluster, wall_ms)
 
@@ -204,6 +211,34 @@ def run_until(env: simpy.Environment, until: float | None) -> None:
     env.run(until=until)
     while env._queue and env.peek() <= until:
         env.step()
+
+
+def run_with_progress(cluster: Cluster, until: float | None, progress,
+                      every_s: float = 0.2) -> None:
+    """``run_until`` in slices of simulated time, reporting between slices.  Stopping
+    and resuming the environment does not reorder events, so results are identical."""
+    env = cluster.env
+    total = sum(len(s.turns) for s in cluster.workload.sessions)
+    driver = cluster.driver
+
+    def report() -> None:
+        progress(env.now, driver.ended + len(driver.unreleased_cancelled), total)
+
+    span = 100.0                              # simulated ms per slice, adapted to speed
+    while env._queue:
+        nxt = env.peek()
+        if until is not None and nxt > until:
+            break
+        stop = nxt + span if until is None else min(nxt + span, until)
+        t = time.perf_counter()
+        if stop > nxt:
+            env.run(until=stop)
+        while env._queue and env.peek() <= stop:   # events at exactly ``stop`` included
+            env.step()
+        took = time.perf_counter() - t
+        span = span * 2.0 if took < every_s / 2 else (span / 2.0 if took > every_s * 2 else span)
+        report()
+    report()
 
 
 def sim_end_ms(scenario: Scenario, cluster: Cluster, requests: pd.DataFrame) -> float:
