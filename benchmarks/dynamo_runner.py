@@ -9,6 +9,11 @@ This script runs under the *reference* interpreter (a virtualenv with
 "trace_files": [paths] (trace mode), "positional": [input_tokens, output_tokens,
 request_count] (synthetic mode)}``.  The call always gets ``capture_per_request=True``.
 
+Optional ``"policy": {"file": path, "attr": name}``: ``name`` in the Python file (a
+policy object or a zero-argument factory) is passed as ``scaling_policy``; the output then
+also has ``snapshots`` (every snapshot the policy saw) and ``lifecycle`` (the reference's
+``lifecycle_operations``).
+
 ``OUT.json`` gets ``summary`` (the reference's dict as is), ``per_request`` (records cut
 down to ``KEEP_FIELDS``) and ``wall_s`` (``time.perf_counter`` around the replay call
 only, so interpreter start-up and module import are excluded).
@@ -57,6 +62,10 @@ def main(argv: list[str]) -> int:
     kwargs["capture_per_request"] = True
     if isinstance(kwargs.get("router_config"), dict):
         kwargs["router_config"] = core.KvRouterConfig(**kwargs["router_config"])
+    recorder = None
+    if job.get("policy"):
+        recorder = _load_policy(job["policy"])
+        kwargs["scaling_policy"] = recorder
     mode = job.get("mode")
     if mode == "trace":
         func, positional = core.run_mocker_trace_replay, [list(job["trace_files"])]
@@ -73,9 +82,40 @@ def main(argv: list[str]) -> int:
     per_request = [{key: _json_safe(rec.get(key)) for key in KEEP_FIELDS}
                    for rec in result.per_request]
     summary = {key: _json_safe(value) for key, value in dict(result.summary).items()}
+    out = {"summary": summary, "per_request": per_request, "wall_s": wall_s}
+    if recorder is not None:
+        out["snapshots"] = recorder.snapshots
+        out["lifecycle"] = [dict(op) for op in (result.lifecycle_operations or [])]
     with open(argv[2], "w", encoding="utf-8") as fh:
-        json.dump({"summary": summary, "per_request": per_request, "wall_s": wall_s}, fh)
+        json.dump(out, fh, default=_json_safe)
     return 0
+
+
+class _Recorder:
+    """Wraps a policy and keeps a copy of every snapshot it is shown."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.snapshots = []
+
+    def initial_tick_ms(self):
+        return self.policy.initial_tick_ms()
+
+    def on_tick(self, snapshot):
+        self.snapshots.append(json.loads(json.dumps(snapshot, default=_json_safe)))
+        return self.policy.on_tick(snapshot)
+
+
+def _load_policy(spec: dict) -> _Recorder:
+    import importlib.util
+
+    mod_spec = importlib.util.spec_from_file_location("_policy_under_test", spec["file"])
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    obj = getattr(module, spec["attr"])
+    if not hasattr(obj, "on_tick"):
+        obj = obj()
+    return _Recorder(obj)
 
 
 if __name__ == "__main__":

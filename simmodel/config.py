@@ -23,6 +23,7 @@ ROUTER_MODES = ("round_robin", "kv")
 QUEUE_POLICIES = ("fcfs", "lcfs", "wspt")
 TRANSFER_TIMINGS = ("full_prompt", "destination_missing")
 TRACE_FORMATS = ("mooncake", "mooncake-delta", "agentic", "azure", "weka")
+PLANNER_KINDS = ("schedule", "load", "python")
 
 
 class ConfigError(ValueError):
@@ -336,6 +337,107 @@ class RunConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleStep:
+    """One step of a ``schedule`` planner: from ``at_ms`` on, these worker counts
+    (``decode`` is the worker count of an aggregated cluster; unset: unchanged)."""
+
+    at_ms: float
+    decode: Optional[int] = None
+    prefill: Optional[int] = None
+
+    def __post_init__(self):
+        _non_negative_number("at_ms", self.at_ms)
+        for key in ("decode", "prefill"):
+            value = getattr(self, key)
+            if value is not None:
+                _non_negative_int(key, value)
+        if self.decode is None and self.prefill is None:
+            raise ConfigError("decode", "a step needs decode and/or prefill")
+
+
+@dataclass(frozen=True, slots=True)
+class PlannerConfig:
+    """``planner``: scale workers in simulated time (see ``simmodel.cluster.policies``).
+
+    * ``kind: schedule`` — ``steps``: target counts from given times on;
+    * ``kind: load`` — every ``interval_ms``, scale the decode pool (the only pool of an
+      aggregated cluster) up when its KV usage exceeds ``kv_usage_high`` or the window's
+      mean ITL exceeds ``itl_ms``, down when usage is below ``kv_usage_low`` and ITL well
+      under target; scale prefill (aggregated: the same pool) up when queued prompt tokens
+      per worker exceed ``queued_prefill_tokens`` or mean TTFT exceeds ``ttft_ms``; counts
+      within ``min_*``/``max_*``, by ``step`` workers, at most one change per pool every
+      ``cooldown_ms``.  ``ttft_ms``/``itl_ms`` default to the scenario's ``sla``;
+    * ``kind: python`` — ``policy: "module:attribute"``, a policy object or a zero-argument
+      factory of one, with ``initial_tick_ms()`` and ``on_tick(snapshot)``; the module is
+      imported from the scenario's folder first, then from ``sys.path``.
+    """
+
+    kind: str
+    steps: tuple[ScheduleStep, ...] = ()
+    policy: Optional[str] = None
+    interval_ms: float = 1000.0
+    min_decode: int = 1
+    max_decode: int = 8
+    min_prefill: int = 1
+    max_prefill: int = 8
+    step: int = 1
+    cooldown_ms: float = 0.0
+    kv_usage_high: float = 0.8
+    kv_usage_low: float = 0.3
+    queued_prefill_tokens: Optional[float] = None
+    ttft_ms: Optional[float] = None
+    itl_ms: Optional[float] = None
+    base_dir: Optional[str] = None       # the scenario's folder (set by the loader)
+
+    def __post_init__(self):
+        _choice("kind", self.kind, PLANNER_KINDS)
+        if self.kind == "schedule":
+            if not self.steps:
+                raise ConfigError("steps", "a schedule planner needs at least one step")
+            times = [s.at_ms for s in self.steps]
+            if times != sorted(times) or len(set(times)) != len(times):
+                raise ConfigError("steps", "at_ms must be strictly increasing")
+        elif self.steps:
+            raise ConfigError("steps", "only valid with kind: schedule")
+        if self.kind == "python":
+            if not isinstance(self.policy, str) or self.policy.count(":") != 1 \
+                    or not all(self.policy.split(":")):
+                raise ConfigError("policy", f"must be 'module:attribute', got {self.policy!r}")
+        elif self.policy is not None:
+            raise ConfigError("policy", "only valid with kind: python")
+        _positive_number("interval_ms", self.interval_ms)
+        for key in ("min_decode", "min_prefill"):
+            _non_negative_int(key, getattr(self, key))
+        for key in ("max_decode", "max_prefill", "step"):
+            _positive_int(key, getattr(self, key))
+        if self.min_decode > self.max_decode:
+            raise ConfigError("min_decode", "must not exceed max_decode")
+        if self.min_prefill > self.max_prefill:
+            raise ConfigError("min_prefill", "must not exceed max_prefill")
+        _non_negative_number("cooldown_ms", self.cooldown_ms)
+        for key in ("kv_usage_high", "kv_usage_low"):
+            v = getattr(self, key)
+            _non_negative_number(key, v)
+            if v > 1:
+                raise ConfigError(key, f"must be a fraction in [0, 1], got {v!r}")
+        if self.kv_usage_low >= self.kv_usage_high:
+            raise ConfigError("kv_usage_low", "must be below kv_usage_high")
+        for key in ("queued_prefill_tokens", "ttft_ms", "itl_ms"):
+            _positive_number(key, getattr(self, key), allow_none=True)
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryConfig:
+    """``telemetry``: sample per-worker and per-pool levels every ``interval_ms`` of
+    simulated time into ``Result.telemetry`` (``telemetry.parquet``)."""
+
+    interval_ms: float = 1000.0
+
+    def __post_init__(self):
+        _positive_number("interval_ms", self.interval_ms)
+
+
+@dataclass(frozen=True, slots=True)
 class Scenario:
     """A whole scenario: what to run (workload), on what (cluster), judged how (sla)."""
 
@@ -343,6 +445,8 @@ class Scenario:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     sla: SlaConfig = field(default_factory=SlaConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    planner: Optional[PlannerConfig] = None
+    telemetry: Optional[TelemetryConfig] = None
     name: str = "scenario"
     seed: int = 0
     source: Optional[str] = None       # the YAML file this came from, for messages

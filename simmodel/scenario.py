@@ -25,11 +25,11 @@ from typing import Any, Union
 
 import yaml
 
-from simmodel.config import ConfigError, Scenario, WorkloadConfig
+from simmodel.config import ConfigError, PlannerConfig, Scenario, WorkloadConfig
 from simmodel.errors import UserError
 
 #: Fields filled in by the loader, never read from YAML.
-_INTERNAL_FIELDS = {(Scenario, "source")}
+_INTERNAL_FIELDS = {(Scenario, "source"), (PlannerConfig, "base_dir")}
 #: Fields holding a file path, resolved against the YAML file's folder and checked to exist.
 _PATH_FIELDS = {(WorkloadConfig, "trace")}
 
@@ -65,6 +65,15 @@ def scenario_from_dict(data: dict, *, base_dir: str, source: str) -> Scenario:
                         f"got {_type_name(data)}")
     ctx = _Context(base_dir=base_dir, source=source)
     scenario = _build(Scenario, data, "", ctx)
+    if scenario.planner is not None:
+        planner = dataclasses.replace(scenario.planner, base_dir=base_dir)
+        if planner.kind == "python":
+            from simmodel.cluster.policies import load_python_policy
+            try:
+                load_python_policy(planner.policy, base_dir, instantiate=False)
+            except UserError as e:
+                raise ctx.error("planner.policy", str(e)) from None
+        scenario = dataclasses.replace(scenario, planner=planner)
     return dataclasses.replace(scenario, source=source)
 
 
@@ -166,6 +175,11 @@ def _convert(hint: Any, value: Any, key: str, ctx: _Context):
         hint = non_none[0]
     if dataclasses.is_dataclass(hint):
         return _build(hint, value, key, ctx)
+    if origin is tuple:
+        item_hint = typing.get_args(hint)[0]
+        if not isinstance(value, list):
+            raise ctx.error(key, f"must be a list, got {_type_name(value)}")
+        return tuple(_convert(item_hint, v, f"{key}[{i}]", ctx) for i, v in enumerate(value))
     if hint is bool:
         if not isinstance(value, bool):
             raise ctx.error(key, f"must be true or false, got {_show(value)}")

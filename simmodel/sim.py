@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 import simpy
 
-from simmodel.cluster.clock import pass_end_priority
+from simmodel.cluster.clock import AFTER_ROUTING, pass_end_priority
 from simmodel.cluster.disagg import Handoff
 from simmodel.cluster.driver import Driver
 from simmodel.cluster.kv_router import KvRouter
-from simmodel.cluster.planner import LIFECYCLE_COLUMNS, Planner
+from simmodel.cluster.planner import LIFECYCLE_COLUMNS, Planner, ScalablePool
 from simmodel.cluster.router import RoundRobin
 from simmodel.cluster.worker import Worker
 from simmodel.config import Scenario
@@ -82,11 +82,8 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
         raise UserError(f"{scenario.source or 'scenario'}: workload.concurrency: not supported "
                         f"for format {scenario.workload.format!r} (agentic workloads)")
     if cl.disaggregated:
-        if scaling_policy is not None:
-            raise UserError("scaling_policy: only aggregated clusters can scale so far")
-        return _build_disaggregated(scenario, env, workload, streams, concurrency, record)
-    if scaling_policy is not None and rcfg.mode != "round_robin":
-        raise UserError("scaling_policy: only round_robin routing can scale so far")
+        return _build_disaggregated(scenario, env, workload, streams, concurrency, record,
+                                    scaling_policy)
     eng = cl.engine
     timing = make_timing(eng)
     workers: list[Worker] = []
@@ -123,18 +120,35 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
             w = make_worker(i)
             env.process(w.run())
             return w
-        planner = Planner(env, scaling_policy, workers=workers, router=router, driver=driver,
-                          make_worker=start_worker, startup_time_s=eng.startup_time)
-        for w in workers:
-            w.on_drained = planner.on_drained
-        env.process(planner.run())
+        pool = ScalablePool("decode", workers, start_worker, _startup_ms(eng),
+                            router.topology_changed)
+        planner = _start_planner(env, scaling_policy, {"decode": pool}, driver)
+        if kv_mode:
+            router.traffic = planner.traffic
     driver.start()
     cluster = Cluster(env, workers, router, driver, workload)
     cluster.planner = planner
     return cluster
 
 
-def _build_disaggregated(scenario, env, workload, streams, concurrency, record) -> Cluster:
+def _startup_ms(eng) -> float | None:
+    return None if eng.startup_time is None else eng.startup_time * 1000.0
+
+
+def _start_planner(env, policy, pools: dict, driver: Driver) -> Planner:
+    planner = Planner(env, policy, pools=pools, driver=driver)
+    driver.traffic = planner.traffic
+    env.process(planner.run())
+    return planner
+
+
+#: Pass ends at one instant: every prefill worker before any decode worker, each pool by
+#: id (pools can grow, so decode ranks start far above any prefill id).
+DECODE_RANK_OFFSET = 100_000
+
+
+def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
+                         scaling_policy=None) -> Cluster:
     """Prefill pool + decode pool behind the handoff (round robin per pool)."""
     cl = scenario.cluster
     prefill_workers: list[Worker] = []
@@ -160,26 +174,56 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record) 
                 router_track_prefill_tokens=False, router_queue_threshold=None),
             block_size=bs, max_num_batched_tokens=cl.decode.engine.max_num_batched_tokens,
             rng=streams["decode_router_ties"])
-    for role, pool, workers, notify in (("prefill", cl.prefill, prefill_workers, handoff.on_prefill_done),
-                                        ("decode", cl.decode, decode_workers, handoff.on_decode_done)):
-        timing = make_timing(pool.engine)
+    offsets = {"prefill": 0, "decode": DECODE_RANK_OFFSET}
+    notifies = {"prefill": handoff.on_prefill_done, "decode": handoff.on_decode_done}
+    pools = {"prefill": cl.prefill, "decode": cl.decode}
+    timings = {role: make_timing(pool.engine) for role, pool in pools.items()}
+
+    def make_worker(role: str, i: int) -> Worker:
         publish = kv_mode and role == "prefill"    # only prefill workers publish KV events
-        for i in range(pool.workers):
-            sched = VllmScheduler(pool.engine, timing, record_events=record or publish, role=role)
-            w = Worker(env, i, sched, notify, record_events=record,
-                       coalesce=scenario.run.coalesce_decode,
-                       event_sink=handoff.prefill_router.on_kv_events if publish else None)
-            w.pool = role
-            w.end_priority = pass_end_priority(i if role == "prefill" else cl.prefill.workers + i)
-            workers.append(w)
+        sched = VllmScheduler(pools[role].engine, timings[role],
+                              record_events=record or publish, role=role)
+        w = Worker(env, i, sched, notifies[role], record_events=record,
+                   coalesce=scenario.run.coalesce_decode,
+                   event_sink=handoff.prefill_router.on_kv_events if publish else None)
+        w.pool = role
+        w.end_priority = pass_end_priority(offsets[role] + i)
+        if role == "prefill":
+            w.wake_barrier = AFTER_ROUTING
+        return w
+
+    for role, workers in (("prefill", prefill_workers), ("decode", decode_workers)):
+        for i in range(pools[role].workers):
+            workers.append(make_worker(role, i))
     handoff.attach()
     if kv_mode:
         handoff.prefill_router.attach()
         handoff.decode_router.attach()
     for w in prefill_workers + decode_workers:
         env.process(w.run())
+    planner = None
+    if scaling_policy is not None:
+        def starter(role):
+            def start_worker(i: int) -> Worker:
+                w = make_worker(role, i)
+                env.process(w.run())
+                return w
+            return start_worker
+        scalable = {
+            "prefill": ScalablePool("prefill", prefill_workers, starter("prefill"),
+                                    _startup_ms(cl.prefill.engine),
+                                    handoff.prefill_topology_changed),
+            "decode": ScalablePool("decode", decode_workers, starter("decode"),
+                                   _startup_ms(cl.decode.engine),
+                                   handoff.decode_topology_changed),
+        }
+        planner = _start_planner(env, scaling_policy, scalable, driver)
+        if kv_mode:
+            handoff.prefill_router.traffic = planner.traffic
     driver.start()
-    return Cluster(env, decode_workers, handoff, driver, workload, prefill_workers)
+    cluster = Cluster(env, decode_workers, handoff, driver, workload, prefill_workers)
+    cluster.planner = planner
+    return cluster
 
 
 def run(scenario: Scenario, *, seed: int | None = None,
@@ -193,6 +237,9 @@ def run(scenario: Scenario, *, seed: int | None = None,
     if seed is not None:
         scenario = dataclasses.replace(scenario, seed=seed)
     t0 = time.perf_counter()
+    if scaling_policy is None:
+        from simmodel.cluster.policies import make_policy
+        scaling_policy = make_policy(scenario)      # the scenario's ``planner:``, if any
     cluster = build(scenario, Streams(scenario.seed), workload, scaling_policy)
     if progress is None:
         run_until(cluster.env, scenario.run.max_sim_time_ms)
@@ -231,10 +278,9 @@ def run_with_progress(cluster: Cluster, until: float | None, progress,
             break
         stop = nxt + span if until is None else min(nxt + span, until)
         t = time.perf_counter()
-        if stop > nxt:
-            env.run(until=stop)
+        step = env.step
         while env._queue and env.peek() <= stop:   # events at exactly ``stop`` included
-            env.step()
+            step()
         took = time.perf_counter() - t
         span = span * 2.0 if took < every_s / 2 else (span / 2.0 if took > every_s * 2 else span)
         report()
@@ -279,8 +325,10 @@ def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
     end_s = sim_end_ms(scenario, cluster, requests) / 1000.0
     cl = scenario.cluster
     if cl.disaggregated:
-        prefill_ws, prefill_gpus = len(cluster.prefill_workers) * end_s, cl.prefill.engine.gpus_per_worker
-        decode_ws, decode_gpus = len(cluster.workers) * end_s, cl.decode.engine.gpus_per_worker
+        prefill_ws = sum(provisioned_s(w, end_s) for w in cluster.prefill_workers)
+        prefill_gpus = cl.prefill.engine.gpus_per_worker
+        decode_ws = sum(provisioned_s(w, end_s) for w in cluster.workers)
+        decode_gpus = cl.decode.engine.gpus_per_worker
     else:
         prefill_ws, prefill_gpus = 0.0, 0
         decode_ws = sum(provisioned_s(w, end_s) for w in cluster.workers)

@@ -79,6 +79,7 @@ class _Env:
 class _Worker:
     def __init__(self, idx):
         self.idx = idx
+        self.state = "active"
         self.got = []
 
     def sync(self, t):
@@ -167,7 +168,7 @@ def test_prefill_load_drops_at_first_token_and_blocks_at_completion():
 
     def probe():
         b = engine_request(prompt(2048))
-        return r._costs(b, b.seq.hashes[:32], [0])[0]
+        return r._costs(b, b.seq.hashes[:32], [0], r.views)[0]
     assert probe() == 128.0
     r.on_first_token(a)
     assert probe() == 96.0

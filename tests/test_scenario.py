@@ -149,7 +149,7 @@ BAD = [
      "cluster.engine.blok_size: unknown key; valid keys: backend, block_size, num_gpu_blocks,"),
     ("unknown top-level key",
      SYNTHETIC + "sed: 1\n",
-     "sed: unknown key; valid keys: workload, cluster, sla, run, name, seed"),
+     "sed: unknown key; valid keys: workload, cluster, sla, run, planner, telemetry, name, seed"),
     ("unknown key reported before a missing one",
      "cluster: {router: {mdoe: x}}\n",
      "cluster.router.mdoe: unknown key; valid keys: mode"),

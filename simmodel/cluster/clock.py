@@ -24,6 +24,12 @@ URGENT, NORMAL, DISPATCH, LATE = 0, 1, 2, 3
 WORKER_READY = 0.5
 TRANSFER_DONE = 0.9
 PLANNER = 4
+#: Disaggregated clusters route a new request to a prefill worker only after everything
+#: else at its instant, batch formation and planner ticks included (measured on the
+#: reference: a request arriving exactly when a prefill pass ends waits for the next one).
+ROUTE_LAST = 5
+#: ... and an idle prefill worker woken by such a request forms its batch after them all.
+AFTER_ROUTING = 6
 
 
 def pass_end_priority(rank: int) -> float:

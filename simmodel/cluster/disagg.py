@@ -26,13 +26,14 @@ Event budget per request: one transfer process (one event when the delay is posi
 """
 from __future__ import annotations
 
-from collections import deque
+from collections import defaultdict, deque
 from dataclasses import dataclass
 
 import simpy
 
-from simmodel.cluster.clock import TRANSFER_DONE, event_at
+from simmodel.cluster.clock import ROUTE_LAST, TRANSFER_DONE, event_at
 from simmodel.cluster.kv_link import LinkNetwork
+from simmodel.cluster.router import PositionalRoundRobin
 from simmodel.config import KvTransferConfig
 from simmodel.engine.request import EngineRequest
 from simmodel.engine.timing import duration_ns
@@ -73,16 +74,27 @@ class Handoff:
         self.order = order
         self.network = (LinkNetwork(env, transfer.bandwidth_gb_s, transfer.policy)
                         if transfer.contention else None)
-        self._next_p = 0
-        self._next_d = 0
+        # Round robin over the *active* workers of each pool, advanced once per request.
+        self._rr_p = PositionalRoundRobin(prefill_workers)
+        self._rr_d = PositionalRoundRobin(decode_workers)
         self.prefill_router = None     # KvRouter over the prefill pool (router mode kv)
         self.decode_router = None      # KvRouter over the decode pool (router mode kv)
-        self.pending: dict[int, deque] = {}
+        # per decode worker: reservations waiting for blocks (FIFO), and those deferred
+        # to its pass end (see _boundary)
+        self.pending: dict[int, deque] = defaultdict(deque)
+        self.deferred: dict[int, list] = defaultdict(list)
+        self.second: dict[int, list] = defaultdict(list)
+        # scaling runs: requests that found no active decode worker, in order
+        self._await_decode: deque = deque()
 
     def attach(self) -> None:
-        self.pending = {w.idx: deque() for w in self.workers}
-        self.deferred = {w.idx: [] for w in self.workers}
-        self.second = {w.idx: [] for w in self.workers}
+        for w in self.workers:
+            w.holds_more = self._holds_more
+
+    def _holds_more(self, w) -> bool:
+        """A decode worker still has reservations queued or deferred (it cannot leave)."""
+        i = w.idx
+        return bool(self.pending.get(i) or self.deferred.get(i) or self.second.get(i))
 
     # -- 1. prefill ---------------------------------------------------------------------
     def route(self, req: EngineRequest) -> None:
@@ -92,22 +104,46 @@ class Handoff:
         part.meta = req
         req.handoff = HandoffRecord(prefill=part)
         if self.order == "destination_first":
-            self._send_reservation(self._choose_decode(req), req)
+            d = self._choose_decode(req)
+            if d is None:
+                raise RuntimeError("destination_first handoff needs an active decode worker")
+            self._send_reservation(d, req)
             if req.status == "rejected":
                 return                              # no decode worker could ever hold it
+        # Routed after everything else at this instant (see clock.ROUTE_LAST).
+        event_at(self.env, 0, ROUTE_LAST).callbacks.append(lambda _e: self._route_prefill(part))
+
+    def _route_prefill(self, part: EngineRequest) -> None:
         if self.prefill_router is not None:
             self.prefill_router.route(part)        # submits; may queue
             return
-        w = self.prefill_workers[self._next_p]
-        self._next_p = (self._next_p + 1) % len(self.prefill_workers)
-        req.handoff.prefill_worker_idx = w.idx
-        w.submit(part)
+        self._rr_p.route(part)                     # submits, or waits for an active worker
+
+    def prefill_topology_changed(self) -> None:
+        """Prefill workers joined or left (scaling)."""
+        if self.prefill_router is not None:
+            self.prefill_router.topology_changed()
+        else:
+            self._rr_p.topology_changed()
+
+    def decode_topology_changed(self) -> None:
+        """Decode workers joined or left (scaling): handoffs that waited for an active
+        decode worker go on, in order."""
+        if self.decode_router is not None:
+            self.decode_router.attach_new()
+        for w in self.workers:
+            w.holds_more = self._holds_more
+        while self._await_decode:
+            d = self._choose_decode(self._await_decode[0])
+            if d is None:
+                return
+            self._send_reservation(d, self._await_decode.popleft())
 
     def on_prefill_done(self, part: EngineRequest) -> None:
         """Prefill workers' notification: the prompt is done (or was rejected)."""
         req = part.meta
+        req.handoff.prefill_worker_idx = part.worker_idx
         if self.prefill_router is not None:
-            req.handoff.prefill_worker_idx = part.worker_idx
             self.prefill_router.on_first_token(part)
             self.prefill_router.on_done(part)
         if part.status != "prefilled":          # rejected (or cancelled) on the prefill side
@@ -118,17 +154,25 @@ class Handoff:
         req.handoff.source_held_ms = self.env.now
         if self.order == "destination_first":
             self._start_transfer_if_ready(self.workers[req.worker_idx], req)
+        elif self._await_decode:
+            self._await_decode.append(req)          # behind earlier ones (scaling runs)
         else:
-            self._send_reservation(self._choose_decode(req), req)
+            d = self._choose_decode(req)
+            if d is None:
+                self._await_decode.append(req)      # no active decode worker yet
+            else:
+                self._send_reservation(d, req)
 
     def _choose_decode(self, req: EngineRequest):
+        """The decode worker for ``req`` (None when none is active)."""
         if self.decode_router is not None:
-            d = self.workers[self.decode_router.pick(req)]
+            i = self.decode_router.pick(req)
+            d = None if i is None else self.workers[i]
         else:
             # The decode pool's round robin advances once per handoff, in order.
-            d = self.workers[self._next_d]
-            self._next_d = (self._next_d + 1) % len(self.workers)
-        req.worker_idx = d.idx
+            d = self._rr_d.next_active()
+        if d is not None:
+            req.worker_idx = d.idx
         return d
 
     def _send_reservation(self, d, req: EngineRequest) -> None:

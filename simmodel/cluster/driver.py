@@ -62,6 +62,7 @@ class Driver:
         self._node_events: dict[str, tuple[simpy.Event, simpy.Event]] = {}
         self.unreleased_cancelled: set[tuple[str, int]] = set()
         self.ended = 0
+        self.traffic = None                          # planner's TrafficWindow, if any
 
     # -- processes --------------------------------------------------------------------
     def start(self) -> None:
@@ -159,6 +160,8 @@ class Driver:
         req.on_done = self.env.event()
         req.meta = turn
         self.requests.append(req)
+        if self.traffic is not None:
+            self.traffic.on_arrival(req)
         self.router.route(req)
         return req
 
@@ -169,6 +172,8 @@ class Driver:
     def on_done(self, req: EngineRequest) -> None:
         """Called by workers when a request completes or is rejected."""
         self.ended += 1
+        if self.traffic is not None:
+            self.traffic.on_done(req)
         if req.on_done is not None and not req.on_done.triggered:
             outcome = {"completed": COMPLETED, "rejected": REJECTED}.get(req.status, CANCELLED)
             req.on_done.succeed(outcome)

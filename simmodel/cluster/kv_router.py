@@ -68,11 +68,18 @@ class KvRouter:
         self.queue: list = []                  # heap of (-strict, -score, seq, request)
         self._seq = 0
         self._routed: dict[int, tuple] = {}    # uid -> (worker, hashes, prefill tokens left)
+        self.waiting: deque = deque()          # requests that found no active worker
+        self.traffic = None                    # planner's TrafficWindow (admissions)
 
     # -- wiring -----------------------------------------------------------------------
     def attach(self) -> None:
         """Called once the workers exist."""
         self.views = [_WorkerView() for _ in self.workers]
+
+    def attach_new(self) -> None:
+        """Views for workers added since (scaling): a new worker's index starts empty."""
+        while len(self.views) < len(self.workers):
+            self.views.append(_WorkerView())
 
     def on_kv_events(self, worker: int, events) -> None:
         """``events``: (pass end ms, kind, hash) in time order; visible after the lag."""
@@ -83,30 +90,46 @@ class KvRouter:
 
     # -- routing ----------------------------------------------------------------------
     def route(self, req: EngineRequest) -> None:
+        if self.waiting:
+            self.waiting.append(req)
+            return
         if self.busy_limit is not None and (self.queue or self._all_busy()):
             self._enqueue(req)
             return
         self._place(req)
 
-    def _place(self, req: EngineRequest) -> None:
-        self.workers[self.pick(req)].submit(req)
+    def _place(self, req: EngineRequest) -> bool:
+        i = self.pick(req)
+        if i is None:
+            self.waiting.append(req)           # no active worker: wait for one
+            return False
+        self.workers[i].submit(req)
+        return True
 
-    def pick(self, req: EngineRequest) -> int:
-        """Choose a worker for ``req`` and book it there (without submitting)."""
+    def pick(self, req: EngineRequest) -> int | None:
+        """Choose an active worker for ``req`` and book it there (without submitting);
+        None when no worker is active (scaling runs)."""
         now = self.env.now
-        for w in self.workers:
+        workers = self.workers
+        for w in workers:
             w.sync(now)
         views = self.views
+        if len(views) < len(workers):
+            self.attach_new()
         for v in views:
             self._apply_events(v, now)
+        cands = [i for i, w in enumerate(workers) if w.state == "active"]
+        if not cands:
+            return None
         bs = self.bs
         hashes = req.seq.hashes[: req.prompt_len // bs]
         isl = req.prompt_len
-        overlaps = [self._overlap(v, hashes) for v in views]
-        costs = self._costs(req, hashes, overlaps)
-        i = self._choose(costs)
+        overlaps = [self._overlap(views[i], hashes) for i in cands]
+        costs = self._costs(req, hashes, overlaps, [views[i] for i in cands])
+        c = self._choose(costs)
+        i = cands[c]
         v = views[i]
-        cached = min(isl, overlaps[i] * bs)
+        cached = min(isl, overlaps[c] * bs)
         left = isl - cached if self.cfg.router_track_prefill_tokens else 0
         v.prefill_tokens += left
         v.requests += 1
@@ -115,6 +138,8 @@ class KvRouter:
                 v.active[h] = v.active.get(h, 0) + 1
             v.active_sum += len(hashes)
         self._routed[req.uid] = (i, hashes, left)
+        if self.traffic is not None:
+            self.traffic.on_admission(overlaps[c], len(hashes))
         return i
 
     def _apply_events(self, v: _WorkerView, now: float) -> None:
@@ -136,8 +161,8 @@ class KvRouter:
             n += 1
         return n
 
-    def _costs(self, req: EngineRequest, hashes, overlaps) -> list[float]:
-        cfg, bs, views = self.cfg, self.bs, self.views
+    def _costs(self, req: EngineRequest, hashes, overlaps, views) -> list[float]:
+        cfg, bs = self.cfg, self.bs
         isl = req.prompt_len
         nblocks = len(hashes)
         min_pt = min(v.prefill_tokens for v in views)
@@ -204,7 +229,8 @@ class KvRouter:
 
     # -- queue ------------------------------------------------------------------------
     def _all_busy(self) -> bool:
-        return all(v.prefill_tokens > self.busy_limit for v in self.views)
+        return all(v.prefill_tokens > self.busy_limit
+                   for v, w in zip(self.views, self.workers) if w.state == "active")
 
     def _enqueue(self, req: EngineRequest) -> None:
         strict = getattr(_turn(req), "strict_priority", 0)
@@ -226,17 +252,26 @@ class KvRouter:
             w.sync(self.env.now)
         for v in self.views:
             self._apply_events(v, self.env.now)
-        best = max((self._overlap(v, hashes) for v in self.views), default=0) * self.bs
+        best = max((self._overlap(v, hashes) for v, w in zip(self.views, self.workers)
+                    if w.state == "active"), default=0) * self.bs
         return (1.0 + bump) / max(1, req.prompt_len - best)
 
     def _drain(self) -> None:
         if self.busy_limit is None:
             return
-        while self.queue and not self._all_busy():
+        while self.queue and not self._all_busy() and not self.waiting:
             _, _, _, req = heapq.heappop(self.queue)
             self._place(req)
 
     def topology_changed(self) -> None:
+        """Workers joined or left (scaling): new views; release the requests that were
+        waiting for an active worker, then the queue."""
+        self.attach_new()
+        while self.waiting:
+            i = self.pick(self.waiting[0])
+            if i is None:
+                return                        # still no active worker
+            self.workers[i].submit(self.waiting.popleft())
         self._drain()
 
 

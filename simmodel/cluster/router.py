@@ -22,13 +22,14 @@ class RoundRobin:
         if self.waiting:
             self.waiting.append(req)
             return
-        worker = self._next()
+        worker = self.next_active()
         if worker is None:
             self.waiting.append(req)
         else:
             worker.submit(req)
 
-    def _next(self):
+    def next_active(self):
+        """The next active worker after the last one used (None if none is active)."""
         n = len(self.workers)
         for k in range(1, n + 1):
             w = self.workers[(self.last + k) % n]
@@ -40,7 +41,26 @@ class RoundRobin:
     def topology_changed(self) -> None:
         """Workers joined: release the requests that were waiting for one."""
         while self.waiting:
-            worker = self._next()
+            worker = self.next_active()
             if worker is None:
                 return
             worker.submit(self.waiting.pop(0))
+
+
+class PositionalRoundRobin(RoundRobin):
+    """The disaggregated pools' round robin (measured on the reference): a counter into
+    the list of *active* workers, ``i = counter mod len(active)``, then ``counter = i + 1``.
+    With a fixed pool it is the same cycle; when the pool shrinks it can differ from
+    ``RoundRobin`` (which resumes after the last worker id used)."""
+
+    def __init__(self, workers: list):
+        super().__init__(workers)
+        self.counter = 0
+
+    def next_active(self):
+        active = [w for w in self.workers if w.state == "active"]
+        if not active:
+            return None
+        i = self.counter % len(active)
+        self.counter = i + 1
+        return active[i]

@@ -21,6 +21,7 @@ import numpy as np
 import simpy
 
 from simmodel.cluster.clock import LATE, event_at, event_at_time, pass_end_priority
+from simmodel.engine import fpm
 from simmodel.engine.request import EngineRequest
 from simmodel.engine.scheduler import VllmScheduler
 from simmodel.errors import UserError
@@ -40,7 +41,11 @@ class Worker:
         self.created_ms = 0.0
         self.removed_ms = None
         self.on_drained = None            # callable(worker) when a draining worker empties
+        self.holds_more = None            # callable(worker) -> handoff work still bound here
         self.end_priority = pass_end_priority(idx)   # set again for pooled workers
+        # Woken from idle, batch after events of this priority (a disaggregated prefill
+        # worker: after the instant's requests are routed, see clock.ROUTE_LAST).
+        self.wake_barrier = LATE
         self.sched = scheduler
         self.notify = notify              # callable(request) at completion / rejection
         self.wake: simpy.Event | None = None
@@ -55,6 +60,14 @@ class Worker:
         self._commands: list = []         # deferred to the next pass boundary
         self._next_commands: list = []    # deferred to the boundary after that
         self.idle_between_passes = True   # no pass in flight right now
+        # Forward-pass metrics, only while a planner asks for them (``collect_fpm``):
+        # the latest ended pass's metrics, taken (and cleared) by the planner's tick.
+        self.collect_fpm = False
+        self.fpm_latest: dict | None = None
+        self.idle_since: float | None = None  # idle (no request) since then
+        self.idle_until: float | None = None  # end of the last idle period
+        self.fpm_latest_ms = 0.0              # end of the pass behind ``fpm_latest``
+        self.decode_forwards = 0              # decode steps so far (while collecting)
 
     def submit(self, req: EngineRequest) -> None:
         """Enqueue a request; wakes the worker if it is idle."""
@@ -111,20 +124,24 @@ class Worker:
             if self._next_commands and not sched.has_work():
                 self._commands, self._next_commands = self._next_commands, []
                 self._apply_commands()
-            if not sched.has_work() and self.state == "draining" and not self._next_commands:
+            if self.state == "draining" and self._drained():
                 self.on_drained(self)          # finished its in-flight work: leaves
                 return
+            barrier = LATE
             if not sched.has_work():
+                self.idle_since, self.idle_until = env.now, None
                 self.wake = env.event()
                 yield self.wake
                 self.wake = None
+                self.idle_until = env.now
+                barrier = self.wake_barrier
                 if self._commands:
                     self._apply_commands()
                     if not sched.has_work():
                         continue
             if env.peek() <= env.now:
                 # Let every arrival of this instant reach the queue before batching.
-                yield event_at(env, 0, LATE)
+                yield event_at(env, 0, barrier)
             start = env.now
             # (a command waiting for the end of the next pass needs that pass on its own)
             run = sched.decode_run() if self.coalesce and not self._next_commands else None
@@ -134,6 +151,9 @@ class Worker:
                 self.idle_between_passes = True
                 continue
             plan = sched.schedule(start)
+            if self.collect_fpm:
+                fpm_parts = (fpm.scheduled(plan.entries),
+                             fpm.queued(sched.waiting))
             if not plan.entries:
                 if plan.rejected or plan.preempted or not sched.has_work():
                     # (a pass that only preempted had an effect: form the next one now)
@@ -160,6 +180,10 @@ class Worker:
             pass_idx = len(passes)
             passes.add(start, end, plan.prefill_tokens, plan.num_prefill,
                        plan.num_decode, plan.decode_tokens, plan.kv_blocks_active)
+            if self.collect_fpm:
+                self.fpm_latest = fpm.snapshot(self.idx, end - start, *fpm_parts)
+                self.fpm_latest_ms = end
+                self.decode_forwards += fpm_parts[0]["num_decode_requests"]
             if self.publishes:
                 drained = sched.kv.drain_events()
                 if drained:
@@ -170,6 +194,13 @@ class Worker:
                 for r in plan.first_tokens:
                     self.on_first_token(r)
             self._settle_rejected(plan, end)
+
+    def _drained(self) -> bool:
+        """Nothing left here: no request, no held source or reserved destination, no
+        pending step."""
+        return not (self.sched.has_work() or self.sched.held or self._next_commands
+                    or self._commands
+                    or (self.holds_more is not None and self.holds_more(self)))
 
     def _settle_rejected(self, plan, end: float) -> None:
         """Rejections, like every effect of a pass, become visible at its end."""
@@ -188,7 +219,10 @@ class Worker:
         env = self.env
         start = env.now
         ends = np.add.accumulate(np.concatenate(([start], durations)))[1:]
-        self._run = [durations, total, start, ends, 0]
+        # (the queue cannot change during a run: a submit cuts it short)
+        parts = (([r.seq_len for r in self.sched.running], fpm.queued(self.sched.waiting))
+                 if self.collect_fpm else None)
+        self._run = [durations, total, start, ends, 0, parts]
         self.wake = env.event()
         end_ev = event_at_time(env, float(ends[-1]), self.end_priority)
         yield end_ev | self.wake
@@ -206,7 +240,7 @@ class Worker:
 
     def _commit_run(self, upto: int) -> None:
         """Settle passes ``done..upto-1`` of the current decode run."""
-        durations, total, start, ends, done = self._run
+        durations, total, start, ends, done, parts = self._run
         k = upto - done
         if k <= 0:
             return
@@ -216,6 +250,12 @@ class Worker:
         finished = sched.commit_decode_run(durations[done:], total + len(sched.running) * done,
                                            k, first, len(self.passes), self.passes, events)
         self._run[4] = upto
+        if parts is not None and self.collect_fpm:
+            lengths, queue = parts
+            self.fpm_latest = fpm.snapshot(self.idx, float(durations[upto - 1]),
+                                           fpm.decode_only(lengths, upto - 1), queue)
+            self.fpm_latest_ms = float(ends[upto - 1])
+            self.decode_forwards += len(lengths) * k
         if events:
             self._publish(events)
         for r in finished:
