@@ -41,6 +41,7 @@ class Cluster:
     workload: Workload
     prefill_workers: list = field(default_factory=list)   # disaggregated only
     planner: object = None                                  # scaling runs only
+    telemetry: object = None                                # ``telemetry:`` set only
 
 
 def check_schedulable(workload: Workload, scenario: Scenario, eng) -> None:
@@ -128,7 +129,19 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
     driver.start()
     cluster = Cluster(env, workers, router, driver, workload)
     cluster.planner = planner
+    queue = ((lambda: len(router.queue) + len(router.waiting)) if kv_mode
+             else (lambda: len(router.waiting)))
+    _start_telemetry(cluster, scenario, {"agg": workers}, {"agg": queue})
     return cluster
+
+
+def _start_telemetry(cluster: Cluster, scenario: Scenario, pools: dict, queues: dict) -> None:
+    if scenario.telemetry is None:
+        return
+    from simmodel.cluster.telemetry import Telemetry
+    cluster.telemetry = Telemetry(cluster.env, pools, queues, cluster.driver,
+                                  scenario.telemetry.interval_ms, scenario.run.max_sim_time_ms)
+    cluster.env.process(cluster.telemetry.run())
 
 
 def _startup_ms(eng) -> float | None:
@@ -223,6 +236,14 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
     driver.start()
     cluster = Cluster(env, decode_workers, handoff, driver, workload, prefill_workers)
     cluster.planner = planner
+    pr, dr = handoff.prefill_router, handoff.decode_router
+    queues = {
+        "prefill": ((lambda: len(pr.queue) + len(pr.waiting)) if pr is not None
+                    else (lambda: len(handoff._rr_p.waiting))),
+        "decode": lambda: len(handoff._await_decode) + (len(dr.waiting) if dr else 0),
+    }
+    _start_telemetry(cluster, scenario, {"prefill": prefill_workers, "decode": decode_workers},
+                     queues)
     return cluster
 
 
@@ -354,5 +375,6 @@ def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
     lifecycle = None
     if cluster.planner is not None:
         lifecycle = pd.DataFrame(cluster.planner.lifecycle, columns=list(LIFECYCLE_COLUMNS))
+    telemetry = cluster.telemetry.frame() if cluster.telemetry is not None else None
     return Result(summary=summary, requests=requests, passes=passes, kv_events=kv_events,
-                  scenario=scenario, lifecycle=lifecycle)
+                  scenario=scenario, lifecycle=lifecycle, telemetry=telemetry)

@@ -12,8 +12,9 @@ own and one written for Dynamo's ``scaling_policy=`` are interchangeable.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
-import sys
+import os
 
 from simmodel.config import PlannerConfig, Scenario
 from simmodel.errors import UserError
@@ -146,17 +147,13 @@ def load_python_policy(spec: str, folder: str | None, *, instantiate: bool = Tru
     the attribute itself if it has ``on_tick``, else what calling it returns.  Raises a
     one-line ``UserError`` when that fails."""
     module_name, _, attr = spec.partition(":")
-    added = folder is not None and folder not in sys.path
-    if added:
-        sys.path.insert(0, folder)
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name, folder)
+    except UserError:
+        raise
     except Exception as e:  # noqa: BLE001 - any failure of user code is reported as such
         raise UserError(f"cannot import module {module_name!r}: {type(e).__name__}: {e}") \
             from None
-    finally:
-        if added:
-            sys.path.remove(folder)
     if not hasattr(module, attr):
         raise UserError(f"module {module_name!r} has no attribute {attr!r}")
     obj = getattr(module, attr)
@@ -164,7 +161,7 @@ def load_python_policy(spec: str, folder: str | None, *, instantiate: bool = Tru
         if not (hasattr(obj, "on_tick") or callable(obj)):
             raise UserError(f"{spec} is neither a policy object nor a factory")
         return obj
-    if not hasattr(obj, "on_tick"):
+    if isinstance(obj, type) or not hasattr(obj, "on_tick"):
         if not callable(obj):
             raise UserError(f"{spec} is neither a policy object nor a factory")
         try:
@@ -175,6 +172,25 @@ def load_python_policy(spec: str, folder: str | None, *, instantiate: bool = Tru
         if not callable(getattr(obj, method, None)):
             raise UserError(f"{spec}: the policy has no {method}() method")
     return obj
+
+
+def _import(module_name: str, folder: str | None):
+    """A module file in ``folder`` is loaded afresh from that file (two scenarios may
+    each have their own ``policy.py``); otherwise a normal import from ``sys.path``."""
+    if folder is not None and "." not in module_name:
+        path = os.path.join(folder, module_name + ".py")
+        if os.path.isfile(path):
+            spec = importlib.util.spec_from_file_location(f"_simmodel_policy_{module_name}", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name == module_name:
+            where = f" (looked in {folder} and on sys.path)" if folder else ""
+            raise UserError(f"cannot import module {module_name!r}: not found{where}") from None
+        raise
 
 
 def make_policy(scenario: Scenario):

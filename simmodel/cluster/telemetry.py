@@ -1,0 +1,80 @@
+"""Periodic telemetry (``telemetry: {interval_ms}``): levels of every worker and pool,
+sampled in simulated time into one tidy table (``Result.telemetry``).
+
+At ``0, interval, 2·interval, …`` — after everything else at that instant — the sampler
+settles coalesced decode runs up to now (``Worker.sync``) and records, per worker that
+exists (not yet removed): KV blocks active / cached (inactive, evictable) / free, running
+and waiting requests, and the prompt tokens served from the prefix cache and the
+preemptions since the previous sample; per pool: requests held by its router (no worker
+yet) and its workers by state.  Rows are ``(time_ms, pool, worker, metric, value)``
+(``worker`` -1 for pool rows); columns and metric names are listed in
+``simmodel.result``.  Sampling stops once the workload is done (one last sample then).
+
+Event budget: one event per sample.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from simmodel.cluster.clock import PLANNER, event_at_time
+from simmodel.result import TELEMETRY_COLUMNS
+
+
+class Telemetry:
+    def __init__(self, env, pools: dict, queues: dict, driver, interval_ms: float,
+                 until_ms: float | None = None):
+        self.env = env
+        self.pools = pools              # pool name -> list of workers (read at each sample)
+        self.queues = queues            # pool name -> callable() -> requests held by its router
+        self.driver = driver
+        self.interval = interval_ms
+        self.until = until_ms
+        self.rows: list[tuple] = []
+        self._seen: dict[int, tuple[int, int]] = {}   # id(worker) -> (hits, preemptions)
+
+    def run(self):
+        env = self.env
+        k = 0
+        while True:
+            t = k * self.interval
+            if self.until is not None and t > self.until:
+                return
+            yield event_at_time(env, t, PLANNER + 0.5)
+            self.sample()
+            if self.driver.workload_done():
+                return
+            k += 1
+
+    def sample(self) -> None:
+        now = self.env.now
+        rows = self.rows
+        for pool, workers in self.pools.items():
+            states = {"starting": 0, "active": 0, "draining": 0}
+            for w in workers:
+                if w.state == "removed":
+                    continue
+                states[w.state] += 1
+                w.sync(now)
+                s = w.sched
+                kv = s.kv
+                active = kv.active_blocks
+                cached = len(kv.inactive)
+                hits = s.cache_hit_tokens
+                pre = s.preemptions
+                last_hits, last_pre = self._seen.get(id(w), (0, 0))
+                self._seen[id(w)] = (hits, pre)
+                for metric, value in (
+                        ("kv_blocks_active", active), ("kv_blocks_cached", cached),
+                        ("kv_blocks_free", kv.num_blocks - active - cached),
+                        ("running", len(s.running)), ("waiting", len(s.waiting)),
+                        ("cache_hit_tokens", hits - last_hits),
+                        ("preemptions", pre - last_pre)):
+                    rows.append((now, pool, w.idx, metric, value))
+            rows.append((now, pool, -1, "router_queue", self.queues[pool]()))
+            for state, n in states.items():
+                rows.append((now, pool, -1, f"workers_{state}", n))
+
+    def frame(self) -> pd.DataFrame:
+        df = pd.DataFrame(self.rows, columns=list(TELEMETRY_COLUMNS))
+        df["value"] = df["value"].astype(float)
+        return df
