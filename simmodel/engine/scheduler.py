@@ -12,9 +12,11 @@ One forward pass, formed by ``schedule(now)`` and settled by ``finish(plan, end_
    ``running < max_num_seqs`` and budget remains: rejected if the prompt is
    ``>= max_model_len`` or needs more blocks than the pool has; admitted only if the
    blocks of its whole sequence minus its cached prefix fit in ``num_blocks − active``
-   (otherwise admission stops: head-of-line); a prefix hit is capped so at least one
-   token is computed.  Full blocks are cached as soon as they are scheduled, so a later
-   request in the same pass can hit them.
+   less the inactive blocks of that prefix (they become active when it is taken) --
+   the whole sequence even when only a chunk is granted (otherwise admission stops:
+   head-of-line); a prefix hit is capped so at least one token is computed.  Full
+   blocks are cached as soon as they are scheduled, so a later request in the same pass
+   can hit them.
 3. Cost: ``prefill_ms`` over requests with prompt tokens in the pass (recomputed
    generated tokens are free) + ``decode_ms`` over requests that emit a token from an
    already computed prompt (their current length counts).  Requests finishing their
@@ -73,6 +75,7 @@ class VllmScheduler:
         self.running: list[EngineRequest] = []
         self.committed_prefill_tokens = 0
         self.preemptions = 0
+        self.cache_hit_tokens = 0              # prompt tokens served by the prefix cache
         self.held = 0                          # held sources / reserved destinations
 
     # -- queue ------------------------------------------------------------------------
@@ -233,20 +236,22 @@ class VllmScheduler:
                 cap = (seq_len - 1) // bs
                 hashes = r.seq.ensure(seq_len // bs)
                 hit_blocks = kv.lookup(hashes, cap)
-            if self.num_blocks - kv.active_blocks < -(-seq_len // bs) - hit_blocks:
-                break                          # head-of-line: wait for capacity
+            hit_hashes = hashes[:hit_blocks] if hit_blocks else []
+            # Capacity for the whole sequence, not just this pass's chunk: its blocks
+            # beyond the cached prefix must fit in what the pool can supply (free +
+            # evictable, i.e. num_blocks - active) once the prefix is held -- inactive
+            # prefix hits then become active, so they cannot also count as room for the
+            # rest.  Otherwise wait (head-of-line), without touching the cache (no LRU
+            # refresh of the prefix).  The chunk's blocks are then always available.
+            need = -(-seq_len // bs) - hit_blocks
+            avail = kv.available
+            if need > avail or need > avail - kv.count_inactive(hit_hashes):
+                break
             hit = hit_blocks * bs
             want = seq_len - hit
             if not self.chunked and want > budget:
                 break
             take = want if want < budget else budget
-            hit_hashes = hashes[:hit_blocks] if hit_blocks else []
-            # The check above counts inactive hit blocks as free; the pool must still
-            # supply the chunk's new blocks once those are taken.  If it cannot, wait
-            # without touching the cache (no LRU refresh of the prefix).
-            new_blocks = -(-(hit + take) // bs) - hit_blocks
-            if new_blocks > kv.available - kv.count_inactive(hit_hashes):
-                break
             for h in hit_hashes:
                 kv.acquire(h)
             r.cached = list(hit_hashes)
@@ -260,6 +265,7 @@ class VllmScheduler:
             if r.admissions == 0:
                 r.first_admit_ms = now
                 r.first_reused = hit
+            self.cache_hit_tokens += hit
             if hit > r.reused:
                 r.reused = hit
             r.admissions += 1
