@@ -349,11 +349,15 @@ def match_by_shape(ours: list[dict], ref: list[dict]):
 
 
 def rel_err(a, b) -> float:
-    """|a - b| / max(|b|, 1e-9); 0 when both are missing, inf when only one is."""
+    """|a - b| / max(|b|, 1e-9); 0 when both are missing, inf when only one is, and 0
+    when both are within 1e-12 of each other (a standard deviation of identical values
+    is rounding noise, ~1e-13, on either side)."""
     if a is None and b is None:
         return 0.0
     if a is None or b is None:
         return math.inf
+    if abs(a - b) <= 1e-12:
+        return 0.0
     return abs(a - b) / max(abs(b), 1e-9)
 
 

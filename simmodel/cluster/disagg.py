@@ -82,19 +82,26 @@ class Handoff:
         # per decode worker: reservations waiting for blocks (FIFO), and those deferred
         # to its pass end (see _boundary)
         self.pending: dict[int, deque] = defaultdict(deque)
-        self.deferred: dict[int, list] = defaultdict(list)
-        self.second: dict[int, list] = defaultdict(list)
+        self.deferred: dict[int, deque] = defaultdict(deque)
+        self._activations: dict[int, tuple] = {}   # decode worker -> (time, count)
         # scaling runs: requests that found no active decode worker, in order
         self._await_decode: deque = deque()
+        # per decode worker: handoffs bound to it and not yet activated (a planner's
+        # forward-pass metrics count them as queued decode requests)
+        self._inbound: dict[int, dict] = defaultdict(dict)
 
     def attach(self) -> None:
         for w in self.workers:
-            w.holds_more = self._holds_more
+            self._bind(w)
+
+    def _bind(self, w) -> None:
+        w.holds_more = self._holds_more
+        w.inbound = lambda i=w.idx: self._inbound[i]
 
     def _holds_more(self, w) -> bool:
         """A decode worker still has reservations queued or deferred (it cannot leave)."""
         i = w.idx
-        return bool(self.pending.get(i) or self.deferred.get(i) or self.second.get(i))
+        return bool(self.pending.get(i) or self.deferred.get(i))
 
     # -- 1. prefill ---------------------------------------------------------------------
     def route(self, req: EngineRequest) -> None:
@@ -132,7 +139,7 @@ class Handoff:
         if self.decode_router is not None:
             self.decode_router.attach_new()
         for w in self.workers:
-            w.holds_more = self._holds_more
+            self._bind(w)
         while self._await_decode:
             d = self._choose_decode(self._await_decode[0])
             if d is None:
@@ -176,14 +183,15 @@ class Handoff:
         return d
 
     def _send_reservation(self, d, req: EngineRequest) -> None:
-        if d.idle_between_passes:
+        self._inbound[d.idx][req.uid] = req
+        if d.idle_between_passes and not self.deferred[d.idx]:
             self._reserve_or_wait(d, req)
             return
         # Mid-pass: deferred to the pass end (see _boundary).
-        fresh = self.deferred[d.idx]
-        fresh.append(req)
-        if len(fresh) == 1 and not self.second[d.idx]:
-            d.command(lambda: self._boundary(d))
+        queue = self.deferred[d.idx]
+        queue.append(req)
+        if len(queue) == 1:
+            d.at_boundary(lambda: self._boundary(d))
 
     def _reserve_or_wait(self, d, req: EngineRequest) -> float | None:
         if -(-req.prompt_len // d.sched.bs) > d.sched.num_blocks:
@@ -199,20 +207,21 @@ class Handoff:
         return delay
 
     def _boundary(self, d) -> None:
-        """Reservations that reached a busy decode worker, at its pass end.  Measured
-        on the reference: those deferred once are all applied; of those deferred for the
-        first time only the first is, and if its transfer takes time the others wait
-        one more pass (then they are applied together)."""
-        second, fresh = self.second[d.idx], self.deferred[d.idx]
-        self.second[d.idx], self.deferred[d.idx] = [], []
-        for req in second:
-            self._reserve_or_wait(d, req)
-        for i, req in enumerate(fresh):
-            delay = self._reserve_or_wait(d, req)
-            if delay and i + 1 < len(fresh):
-                self.second[d.idx] = fresh[i + 1:]
-                d.after_next_pass(lambda: self._boundary(d))
-                break
+        """Reservations that reached a busy decode worker, at its pass end (after the
+        activations of that boundary).  Measured on the reference: one is applied, plus
+        one more for every destination activated at this boundary and for every applied
+        reservation whose transfer takes no time; the rest wait for the next pass end
+        (so 1, 2, 3, ... per boundary while each transfer fits in a pass)."""
+        queue = self.deferred[d.idx]
+        t, acts = self._activations.get(d.idx, (None, 0))
+        budget = 1 + (acts if t == self.env.now else 0)
+        while queue and budget > 0:
+            delay = self._reserve_or_wait(d, queue.popleft())
+            budget -= 1
+            if delay == 0.0:
+                budget += 1                   # its activation happens at once
+        if queue:
+            d.after_next_pass(lambda: self._boundary(d))
 
     # -- 2. destination -----------------------------------------------------------------
     def _reserve(self, d, req: EngineRequest) -> float | None:
@@ -247,6 +256,7 @@ class Handoff:
     def _reject_at_destination(self, req: EngineRequest) -> None:
         """The prompt needs more blocks than the decode worker has: rejected (as an
         aggregated worker rejects a prompt larger than its pool); the source is freed."""
+        self._inbound[req.worker_idx].pop(req.uid, None)
         rec = req.handoff
         if rec.source_held_ms == rec.source_held_ms:         # held: free it
             p = self.prefill_workers[rec.prefill_worker_idx]
@@ -286,7 +296,11 @@ class Handoff:
             p.sched.release_source(rec.prefill)
 
         def activate():
-            rec.destination_activated_ms = self.env.now
+            now = self.env.now
+            self._inbound[d.idx].pop(req.uid, None)
+            rec.destination_activated_ms = now
+            t, n = self._activations.get(d.idx, (None, 0))
+            self._activations[d.idx] = (now, n + 1 if t == now else 1)
             d.activate(req)
             p.command(release)
         d.command(activate)

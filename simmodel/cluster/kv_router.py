@@ -139,7 +139,7 @@ class KvRouter:
             v.active_sum += len(hashes)
         self._routed[req.uid] = (i, hashes, left)
         if self.traffic is not None:
-            self.traffic.on_admission(overlaps[c], len(hashes))
+            self.traffic.on_admission(overlaps[c], -(-isl // bs))
         return i
 
     def _apply_events(self, v: _WorkerView, now: float) -> None:

@@ -155,6 +155,7 @@ class Planner:
         idx = len(pool.workers)
         w = pool.make_worker(idx)
         w.created_ms = self.env.now
+        w.idle_since = self.env.now
         w.on_drained = self.on_drained
         w.collect_fpm = self.collecting
         pool.workers.append(w)
@@ -171,7 +172,7 @@ class Planner:
     def _ready(self, w, pool: ScalablePool) -> None:
         self._record(w, "worker_ready", "starting", "active", "worker_ready_event")
         w.state = "active"
-        if w.idle_since is not None:
+        if w.idle_until is None:
             w.idle_since = self.env.now       # idle heartbeats count from readiness
         pool.topology_changed()
 

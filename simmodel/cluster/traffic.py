@@ -19,7 +19,7 @@ from __future__ import annotations
 
 class TrafficWindow:
     __slots__ = ("num_req", "shape", "isl", "osl", "ttft_n", "ttft", "itl_n", "itl",
-                 "hits_n", "hits", "_forward_marks", "since_ms")
+                 "hits_n", "hits", "hit_blocks", "_forward_marks", "since_ms")
 
     def __init__(self):
         self.since_ms = 0.0
@@ -31,7 +31,7 @@ class TrafficWindow:
         self.shape = self.isl = self.osl = 0
         self.ttft_n, self.ttft = 0, 0.0
         self.itl_n, self.itl = 0, 0.0
-        self.hits_n, self.hits = 0, 0.0
+        self.hits_n, self.hits, self.hit_blocks = 0, 0, 0
 
     # -- feeds ----------------------------------------------------------------------------
     def on_arrival(self, req) -> None:
@@ -53,7 +53,8 @@ class TrafficWindow:
 
     def on_admission(self, overlap_blocks: int, isl_blocks: int) -> None:
         self.hits_n += 1
-        self.hits += overlap_blocks / isl_blocks if isl_blocks else 0.0
+        self.hits += overlap_blocks
+        self.hit_blocks += isl_blocks
 
     # -- drain ----------------------------------------------------------------------------
     def drain(self, now_ms: float, decode_workers) -> dict:
@@ -75,7 +76,7 @@ class TrafficWindow:
             "ttft_count": self.ttft_n,
             "itl_count": self.itl_n,
             "avg_accept_length": 1.0 if forwards else None,
-            "avg_kv_hit_rate": self.hits / self.hits_n if self.hits_n else 0.0,
+            "avg_kv_hit_rate": self.hits / self.hit_blocks if self.hit_blocks else 0.0,
             "hit_rate_count": self.hits_n,
             "accept_length_forward_count": forwards,
         }

@@ -42,6 +42,7 @@ class Worker:
         self.removed_ms = None
         self.on_drained = None            # callable(worker) when a draining worker empties
         self.holds_more = None            # callable(worker) -> handoff work still bound here
+        self.inbound = None               # callable() -> handoffs bound here, not activated
         self.end_priority = pass_end_priority(idx)   # set again for pooled workers
         # Woken from idle, batch after events of this priority (a disaggregated prefill
         # worker: after the instant's requests are routed, see clock.ROUTE_LAST).
@@ -59,13 +60,16 @@ class Worker:
         self.kv_events: list[tuple] = []  # (time_ms, kind, hash)
         self._commands: list = []         # deferred to the next pass boundary
         self._next_commands: list = []    # deferred to the boundary after that
+        self._end_hooks: list = []        # at the next boundary, after its commands
         self.idle_between_passes = True   # no pass in flight right now
         # Forward-pass metrics, only while a planner asks for them (``collect_fpm``):
         # the latest ended pass's metrics, taken (and cleared) by the planner's tick.
         self.collect_fpm = False
         self.fpm_latest: dict | None = None
-        self.idle_since: float | None = None  # idle (no request) since then
-        self.idle_until: float | None = None  # end of the last idle period
+        # no pass from idle_since (last pass end / ready) until idle_until (next pass
+        # start; None: still no pass) -- the span idle heartbeats are counted over
+        self.idle_since: float | None = 0.0
+        self.idle_until: float | None = None
         self.fpm_latest_ms = 0.0              # end of the pass behind ``fpm_latest``
         self.decode_forwards = 0              # decode steps so far (while collecting)
 
@@ -105,37 +109,49 @@ class Worker:
         self._commands.append(fn)
         self._wake()
 
+    def at_boundary(self, fn) -> None:
+        """Run ``fn()`` at the end of the pass in flight, after that boundary's commands
+        (now if no pass is in flight)."""
+        if self.idle_between_passes:
+            fn()
+            self._wake()
+            return
+        self._end_hooks.append(fn)
+        self._wake()
+
     def after_next_pass(self, fn) -> None:
-        """Run ``fn()`` at the end of this worker's next pass (or as soon as it has no
-        pass to run)."""
+        """Run ``fn()`` at the end of this worker's next pass, after that boundary's
+        commands (or as soon as it has no pass to run)."""
         self._next_commands.append(fn)
 
     def _apply_commands(self) -> None:
-        while self._commands:
-            cmds, self._commands = self._commands, []
-            for fn in cmds:
+        while self._commands or self._end_hooks:
+            while self._commands:
+                cmds, self._commands = self._commands, []
+                for fn in cmds:
+                    fn()
+            hooks, self._end_hooks = self._end_hooks, []
+            for fn in hooks:
                 fn()
 
     def run(self):
         env, sched, passes, notify = self.env, self.sched, self.passes, self.notify
         while True:
-            if self._commands:
+            if self._commands or self._end_hooks:
                 self._apply_commands()
             if self._next_commands and not sched.has_work():
-                self._commands, self._next_commands = self._next_commands, []
+                self._end_hooks, self._next_commands = self._next_commands, []
                 self._apply_commands()
             if self.state == "draining" and self._drained():
                 self.on_drained(self)          # finished its in-flight work: leaves
                 return
             barrier = LATE
             if not sched.has_work():
-                self.idle_since, self.idle_until = env.now, None
                 self.wake = env.event()
                 yield self.wake
                 self.wake = None
-                self.idle_until = env.now
                 barrier = self.wake_barrier
-                if self._commands:
+                if self._commands or self._end_hooks:
                     self._apply_commands()
                     if not sched.has_work():
                         continue
@@ -147,13 +163,15 @@ class Worker:
             run = sched.decode_run() if self.coalesce and not self._next_commands else None
             if run is not None:
                 self.idle_between_passes = False
+                self.idle_until = start
                 yield from self._decode_run(*run)
                 self.idle_between_passes = True
+                self.idle_since, self.idle_until = env.now, None
                 continue
             plan = sched.schedule(start)
             if self.collect_fpm:
                 fpm_parts = (fpm.scheduled(plan.entries),
-                             fpm.queued(sched.waiting))
+                             fpm.queued(sched.waiting, self._inbound()))
             if not plan.entries:
                 if plan.rejected or plan.preempted or not sched.has_work():
                     # (a pass that only preempted had an effect: form the next one now)
@@ -172,10 +190,12 @@ class Worker:
                     "it does not fit the KV pool or the token budget "
                     "(enable_chunked_prefill, max_num_batched_tokens, num_gpu_blocks)")
             self.idle_between_passes = False
+            self.idle_until = start
             promoted, self._next_commands = self._next_commands, []
             yield event_at(env, plan.duration_ms, self.end_priority)
             self.idle_between_passes = True
-            self._commands = promoted + self._commands
+            self.idle_since, self.idle_until = env.now, None
+            self._end_hooks = promoted + self._end_hooks
             end = env.now
             pass_idx = len(passes)
             passes.add(start, end, plan.prefill_tokens, plan.num_prefill,
@@ -195,11 +215,14 @@ class Worker:
                     self.on_first_token(r)
             self._settle_rejected(plan, end)
 
+    def _inbound(self):
+        return self.inbound().values() if self.inbound is not None else ()
+
     def _drained(self) -> bool:
         """Nothing left here: no request, no held source or reserved destination, no
         pending step."""
         return not (self.sched.has_work() or self.sched.held or self._next_commands
-                    or self._commands
+                    or self._commands or self._end_hooks
                     or (self.holds_more is not None and self.holds_more(self)))
 
     def _settle_rejected(self, plan, end: float) -> None:
@@ -220,7 +243,8 @@ class Worker:
         start = env.now
         ends = np.add.accumulate(np.concatenate(([start], durations)))[1:]
         # (the queue cannot change during a run: a submit cuts it short)
-        parts = (([r.seq_len for r in self.sched.running], fpm.queued(self.sched.waiting))
+        parts = (([r.seq_len for r in self.sched.running],
+                  fpm.queued(self.sched.waiting, self._inbound()))
                  if self.collect_fpm else None)
         self._run = [durations, total, start, ends, 0, parts]
         self.wake = env.event()

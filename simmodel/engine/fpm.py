@@ -115,14 +115,17 @@ def decode_only(lengths, k: int) -> dict:
     }
 
 
-def queued(waiting) -> dict:
-    """The queue part of the metrics, from the waiting requests after scheduling."""
+def queued(waiting, inbound=()) -> dict:
+    """The queue part of the metrics, from the waiting requests after scheduling (and,
+    on a disaggregated decode worker, the handoffs bound to it but not yet activated:
+    deferred or reserved destinations, counted with their prompt length)."""
     fresh, resumed = [], []
     for r in waiting:
         if r.generated or r.transferred:
             resumed.append(r.seq_len)
         else:
             fresh.append(r.prompt_len)
+    resumed.extend(r.prompt_len for r in inbound)
     return {
         "num_queued_prefill": len(fresh),
         "sum_queued_prefill_tokens": sum(fresh),
