@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 import simmodel
 from simmodel.cluster.driver import Driver
 from simmodel.config import (ClusterConfig, EngineConfig, KvTransferConfig, PoolConfig,
-                             RouterConfig, RunConfig, Scenario, WorkloadConfig)
+                             RouterConfig, RunConfig, Scenario, TimingConfig,
+                             WorkloadConfig)
 from simmodel.engine.timing import decode_poly_ms, div_ns, duration_ns, prefill_poly_ms
 from simmodel.rng import Streams
 from simmodel.sim import build, collect, run_until
@@ -619,3 +620,45 @@ def test_destination_first_order_reserves_at_arrival():
     assert r.source_held_ms == approx(p)
     assert r.destination_activated_ms == approx(p)
     assert r.ttft_ms == approx(p + D(1000))
+
+
+# -- several reservations deferred to one busy decode worker ---------------------------------
+
+@coalescing
+def test_deferred_reservations_one_per_pass_end_plus_one_per_activation(coalesce):
+    # Fixed timing: prefill passes 100 ms, decode passes 7 ms.  A (100 tokens) decodes
+    # alone from its activation at 100 + X(100); six 1000-token prompts arriving at 55 are
+    # prefilled together in [100, 200) and held at 200, in the middle of A's pass ending
+    # at 205.524.  Rule (measured on the reference, 2..10 simultaneous handoffs): at each
+    # pass end one deferred reservation is applied, plus one per destination activated at
+    # that pass end.  Each transfer (X(1000) = 5.24 ms) ends inside the next pass, so:
+    # 205.524: 1 reservation; 212.524: 1 activation -> 2; 219.524: 2 -> the last 3.
+    fixed = EngineConfig(timing_model=TimingConfig(type="fixed", prefill_ms=100.0,
+                                                   decode_ms=7.0))
+    bw = dict(bandwidth_gb_s=25.0, bytes_per_token=131072)
+    sc = scenario(transfer=KvTransferConfig(**bw), peng=fixed, deng=fixed, coalesce=coalesce)
+    res = run(sc, (100, 300, 0), *[(1000 + 10 * i, 5, 55) for i in range(6)])
+    a, *bs = rows(res)
+    act_a = 100.0 + X(100, **bw)
+    ends = [act_a + 7.0 * k for k in range(1, 40)]
+    t1 = first_end_at_or_after(ends, 200.0)
+    t2, t3 = t1 + 7.0, t1 + 14.0
+    assert all(b.source_held_ms == approx(200.0) for b in bs)
+    assert X(1000, **bw) < 7.0 and X(1050, **bw) < 7.0     # each transfer fits in a pass
+    assert [b.destination_reserved_ms for b in bs] == [
+        approx(t1), approx(t2), approx(t2), approx(t3), approx(t3), approx(t3)]
+    assert [b.destination_activated_ms for b in bs] == [
+        approx(t2), approx(t3), approx(t3), approx(t3 + 7.0), approx(t3 + 7.0),
+        approx(t3 + 7.0)]
+
+
+def test_deferred_reservations_with_instant_transfers_all_apply_at_once():
+    # Same, no transfer delay: every reservation's activation is immediate, so each one
+    # applied lets the next through: all six at the first pass end.
+    fixed = EngineConfig(timing_model=TimingConfig(type="fixed", prefill_ms=100.0,
+                                                   decode_ms=7.0))
+    res = run(scenario(peng=fixed, deng=fixed), (100, 300, 0),
+              *[(1000 + 10 * i, 5, 55) for i in range(6)])
+    a, *bs = rows(res)
+    t1 = first_end_at_or_after([100.0 + 7.0 * k for k in range(1, 40)], 200.0)
+    assert [b.destination_reserved_ms for b in bs] == [approx(t1)] * 6
