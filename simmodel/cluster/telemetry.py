@@ -56,16 +56,14 @@ class Telemetry:
                 states[w.state] += 1
                 w.sync(now)
                 s = w.sched
-                kv = s.kv
-                active = kv.active_blocks
-                cached = len(kv.inactive)
+                active, cached, free = w.kv_levels()
                 hits = s.cache_hit_tokens
                 pre = s.preemptions
                 last_hits, last_pre = self._seen.get(id(w), (0, 0))
                 self._seen[id(w)] = (hits, pre)
                 for metric, value in (
                         ("kv_blocks_active", active), ("kv_blocks_cached", cached),
-                        ("kv_blocks_free", kv.num_blocks - active - cached),
+                        ("kv_blocks_free", free),
                         ("running", len(s.running)), ("waiting", len(s.waiting)),
                         ("cache_hit_tokens", hits - last_hits),
                         ("preemptions", pre - last_pre)):

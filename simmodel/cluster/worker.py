@@ -215,6 +215,21 @@ class Worker:
                     self.on_first_token(r)
             self._settle_rejected(plan, end)
 
+    def kv_levels(self) -> tuple[int, int, int]:
+        """KV blocks (active, cached, free) now, counting the blocks that the pass in
+        flight of a coalesced decode run took at its start (a run applies its KV growth
+        only when its passes are settled; call ``sync`` first)."""
+        kv = self.sched.kv
+        active, cached, free = kv.active_blocks, len(kv.inactive), kv.free
+        if self._run is not None:
+            bs = self.sched.bs
+            extra = sum(1 for r in self.sched.running if r.computed % bs == 0)
+            from_free = min(extra, free)
+            active += extra
+            free -= from_free
+            cached -= extra - from_free
+        return active, cached, free
+
     def _inbound(self):
         return self.inbound().values() if self.inbound is not None else ()
 
