@@ -20,6 +20,7 @@ import math
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -86,13 +87,17 @@ def check(path: str, python: str, verbose: bool) -> bool:
     scenario = simmodel.load_scenario(path)
     spec = scenario.planner.policy.split(":")
     rec = Recorder(make_policy(scenario))
+    t0 = time.perf_counter()
     res = simmodel.run(scenario, scaling_policy=rec)
+    ours_s = time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="planner_vs_dynamo_") as tmp:
         job, how = reference_job(scenario, Path(tmp))
         job["policy"] = {"file": str(Path(scenario.planner.base_dir) / f"{spec[0]}.py"),
                          "attr": spec[1]}
         ref = run_reference(python, job, Path(tmp))
     print(f"== {path}")
+    print(f"  wall: ours {ours_s:.3f} s in process, reference {ref['wall_s']:.3f} s in call "
+          f"(ratio {ours_s / max(ref['wall_s'], 1e-9):.1f}x; both with the policy in Python)")
     ok = True
     ours = ours_records(res)
     match = match_by_ids if how == "ids" else match_by_shape
