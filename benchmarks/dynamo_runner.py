@@ -12,7 +12,8 @@ request_count] (synthetic mode)}``.  The call always gets ``capture_per_request=
 Optional ``"policy": {"file": path, "attr": name}``: ``name`` in the Python file (a
 policy object or a zero-argument factory) is passed as ``scaling_policy``; the output then
 also has ``snapshots`` (every snapshot the policy saw) and ``lifecycle`` (the reference's
-``lifecycle_operations``).
+``lifecycle_operations``).  With ``"capture_telemetry": true`` in ``args`` the output has
+the reference's ``telemetry`` dict.
 
 ``OUT.json`` gets ``summary`` (the reference's dict as is), ``per_request`` (records cut
 down to ``KEEP_FIELDS``) and ``wall_s`` (``time.perf_counter`` around the replay call
@@ -83,6 +84,8 @@ def main(argv: list[str]) -> int:
                    for rec in result.per_request]
     summary = {key: _json_safe(value) for key, value in dict(result.summary).items()}
     out = {"summary": summary, "per_request": per_request, "wall_s": wall_s}
+    if kwargs.get("capture_telemetry"):
+        out["telemetry"] = result.telemetry
     if recorder is not None:
         out["snapshots"] = recorder.snapshots
         out["lifecycle"] = [dict(op) for op in (result.lifecycle_operations or [])]

@@ -46,17 +46,20 @@ def test_levels_by_hand(tmp_path, coalesce):
     tel = res.telemetry
     assert list(tel.columns) == list(TELEMETRY_COLUMNS)
     assert sorted(tel.time_ms.unique()) == [0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0, 35.0]
-    # 0 and 5: the prefill pass [0, 10) holds the prompt's 10 blocks
-    for t in (0.0, 5.0):
-        assert (level(tel, t, "running"), level(tel, t, "kv_blocks_active")) == (1, 10)
-        assert level(tel, t, "kv_blocks_free") == 90
-    # 10: first token; the decode pass [10, 11) needed an 11th block for token 641
-    assert level(tel, 10.0, "kv_blocks_active") == 11
+    # Samples come after the instant's pass ends and arrivals, before its new passes; a
+    # pass in flight is seen as it was formed, its admitted requests still counted waiting.
+    def state(t):
+        return tuple(level(tel, t, m) for m in ("kv_blocks_active", "kv_blocks_cached",
+                                                 "kv_blocks_free", "running", "waiting"))
+    assert state(0.0) == (0, 0, 100, 0, 1)          # arrived, not yet scheduled
+    assert state(5.0) == (0, 0, 100, 0, 1)          # prefill pass [0, 10) in flight
+    assert state(10.0) == (10, 0, 90, 1, 0)         # its 10 blocks; decoding from 10
     # 15: done at 14; its 10 full blocks stay cached (inactive), the partial one is freed
-    assert (level(tel, 15.0, "kv_blocks_active"), level(tel, 15.0, "kv_blocks_cached"),
-            level(tel, 15.0, "kv_blocks_free"), level(tel, 15.0, "running")) == (0, 10, 90, 0)
-    # 20: the same prompt hits 9 cached blocks (one token must be computed): 576 tokens
-    assert level(tel, 20.0, "cache_hit_tokens") == 576
+    assert state(15.0) == (0, 10, 90, 0, 0)
+    # the same prompt at 20 hits 9 cached blocks (one token must be computed): 576 tokens,
+    # counted in the interval (20, 25] since its pass is formed after the sample at 20
+    assert level(tel, 20.0, "cache_hit_tokens") == 0
+    assert level(tel, 25.0, "cache_hit_tokens") == 576
     assert tel[tel.metric == "cache_hit_tokens"].value.sum() == 576
     assert (tel[tel.metric == "preemptions"].value == 0).all()
     # pool rows: one active worker, empty router queue, at every sample

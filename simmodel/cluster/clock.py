@@ -24,6 +24,9 @@ URGENT, NORMAL, DISPATCH, LATE = 0, 1, 2, 3
 WORKER_READY = 0.5
 TRANSFER_DONE = 0.9
 PLANNER = 4
+#: Telemetry samples: after pass ends and arrivals, before batches form (measured on the
+#: reference's telemetry: a request arriving at the sample instant is still waiting).
+SAMPLE = 2.5
 #: Disaggregated clusters route a new request to a prefill worker only after everything
 #: else at its instant, batch formation and planner ticks included (measured on the
 #: reference: a request arriving exactly when a prefill pass ends waits for the next one).

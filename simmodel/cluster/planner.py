@@ -158,6 +158,7 @@ class Planner:
         w.idle_since = self.env.now
         w.on_drained = self.on_drained
         w.collect_fpm = self.collecting
+        w.record_gauges = any(x.record_gauges for x in pool.workers)    # telemetry on
         pool.workers.append(w)
         if pool.startup_ms is None:
             self._record(w, "worker_ready", None, "active", "planner_scale")

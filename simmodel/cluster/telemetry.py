@@ -1,7 +1,8 @@
 """Periodic telemetry (``telemetry: {interval_ms}``): levels of every worker and pool,
 sampled in simulated time into one tidy table (``Result.telemetry``).
 
-At ``0, interval, 2·interval, …`` — after everything else at that instant — the sampler
+At ``0, interval, 2·interval, …`` — after the pass ends and arrivals of that instant, before
+new batches form there (``clock.SAMPLE``, as the reference samples) — the sampler
 settles coalesced decode runs up to now (``Worker.sync``) and records, per worker that
 exists (not yet removed): KV blocks active / cached (inactive, evictable) / free, running
 and waiting requests, and the prompt tokens served from the prefix cache and the
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from simmodel.cluster.clock import PLANNER, event_at_time
+from simmodel.cluster.clock import SAMPLE, event_at_time
 from simmodel.result import TELEMETRY_COLUMNS
 
 
@@ -31,6 +32,9 @@ class Telemetry:
         self.until = until_ms
         self.rows: list[tuple] = []
         self._seen: dict[int, tuple[int, int]] = {}   # id(worker) -> (hits, preemptions)
+        for workers in pools.values():
+            for w in workers:
+                w.record_gauges = True
 
     def run(self):
         env = self.env
@@ -39,7 +43,7 @@ class Telemetry:
             t = k * self.interval
             if self.until is not None and t > self.until:
                 return
-            yield event_at_time(env, t, PLANNER + 0.5)
+            yield event_at_time(env, t, SAMPLE)
             self.sample()
             if self.driver.workload_done():
                 return
@@ -56,7 +60,7 @@ class Telemetry:
                 states[w.state] += 1
                 w.sync(now)
                 s = w.sched
-                active, cached, free = w.kv_levels()
+                active, cached, free, running, waiting = w.gauges()
                 hits = s.cache_hit_tokens
                 pre = s.preemptions
                 last_hits, last_pre = self._seen.get(id(w), (0, 0))
@@ -64,7 +68,7 @@ class Telemetry:
                 for metric, value in (
                         ("kv_blocks_active", active), ("kv_blocks_cached", cached),
                         ("kv_blocks_free", free),
-                        ("running", len(s.running)), ("waiting", len(s.waiting)),
+                        ("running", running), ("waiting", waiting),
                         ("cache_hit_tokens", hits - last_hits),
                         ("preemptions", pre - last_pre)):
                     rows.append((now, pool, w.idx, metric, value))

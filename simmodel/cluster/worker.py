@@ -72,6 +72,8 @@ class Worker:
         self.idle_until: float | None = None
         self.fpm_latest_ms = 0.0              # end of the pass behind ``fpm_latest``
         self.decode_forwards = 0              # decode steps so far (while collecting)
+        self.record_gauges = False            # telemetry on: keep the state below
+        self._pre = None                      # (pre-schedule KV/running, admitted) in flight
 
     def submit(self, req: EngineRequest) -> None:
         """Enqueue a request; wakes the worker if it is idle."""
@@ -168,11 +170,17 @@ class Worker:
                 self.idle_between_passes = True
                 self.idle_since, self.idle_until = env.now, None
                 continue
+            if self.record_gauges:
+                kv = sched.kv
+                pre = (kv.active_blocks, len(kv.inactive), kv.free, len(sched.running))
             plan = sched.schedule(start)
+            if self.record_gauges:
+                self._pre = (pre, plan.admitted)
             if self.collect_fpm:
                 fpm_parts = (fpm.scheduled(plan.entries),
                              fpm.queued(sched.waiting, self._inbound()))
             if not plan.entries:
+                self._pre = None
                 if plan.rejected or plan.preempted or not sched.has_work():
                     # (a pass that only preempted had an effect: form the next one now)
                     self._settle_rejected(plan, start)
@@ -193,6 +201,7 @@ class Worker:
             self.idle_until = start
             promoted, self._next_commands = self._next_commands, []
             yield event_at(env, plan.duration_ms, self.end_priority)
+            self._pre = None
             self.idle_between_passes = True
             self.idle_since, self.idle_until = env.now, None
             self._end_hooks = promoted + self._end_hooks
@@ -215,20 +224,27 @@ class Worker:
                     self.on_first_token(r)
             self._settle_rejected(plan, end)
 
-    def kv_levels(self) -> tuple[int, int, int]:
-        """KV blocks (active, cached, free) now, counting the blocks that the pass in
-        flight of a coalesced decode run took at its start (a run applies its KV growth
-        only when its passes are settled; call ``sync`` first)."""
-        kv = self.sched.kv
+    def gauges(self) -> tuple[int, int, int, int, int]:
+        """(KV blocks active, cached, free, running, waiting) for telemetry: during a
+        pass, KV and running as they were when the pass was formed (before its scheduling)
+        and waiting now plus the requests that pass admitted; between passes, the current
+        state.  (The reference's gauges are close to this but not identical; see
+        docs/model.md.)  A coalesced decode run must be settled up to now first
+        (``sync``); its pass in flight has taken its blocks at its start."""
+        s = self.sched
+        kv = s.kv
+        if self._pre is not None:
+            active, cached, free, running = self._pre[0]
+            return active, cached, free, running, len(s.waiting) + self._pre[1]
         active, cached, free = kv.active_blocks, len(kv.inactive), kv.free
         if self._run is not None:
-            bs = self.sched.bs
-            extra = sum(1 for r in self.sched.running if r.computed % bs == 0)
+            bs = s.bs
+            extra = sum(1 for r in s.running if r.computed % bs == 0)
             from_free = min(extra, free)
             active += extra
             free -= from_free
             cached -= extra - from_free
-        return active, cached, free
+        return active, cached, free, len(s.running), len(s.waiting)
 
     def _inbound(self):
         return self.inbound().values() if self.inbound is not None else ()

@@ -52,6 +52,7 @@ class PassPlan:
     committed_tokens: int = 0
     first_tokens: list = field(default_factory=list)   # filled by finish()
     preempted: bool = False
+    admitted: int = 0                  # requests admitted from waiting in this pass
 
 
 class VllmScheduler:
@@ -205,9 +206,11 @@ class VllmScheduler:
             i += 1
         plan.preempted = preempted
         if not preempted:
+            n = len(entries)
             budget = self._admit(now, plan, budget)
             if self.role == "decode" and self.waiting:
                 budget = self._admit_transferred_behind(now, plan, budget)
+            plan.admitted = len(entries) - n
         self._cost(plan)
         for r, _, _ in entries:
             r.pass_take = 0
