@@ -94,7 +94,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-class _Recorder:
+class Recorder:
     """Wraps a policy and keeps a copy of every snapshot it is shown."""
 
     def __init__(self, policy):
@@ -105,11 +105,12 @@ class _Recorder:
         return self.policy.initial_tick_ms()
 
     def on_tick(self, snapshot):
+        # a deep, JSON-safe copy: the policy may keep or change what it is given
         self.snapshots.append(json.loads(json.dumps(snapshot, default=_json_safe)))
         return self.policy.on_tick(snapshot)
 
 
-def _load_policy(spec: dict) -> _Recorder:
+def _load_policy(spec: dict) -> Recorder:
     import importlib.util
 
     mod_spec = importlib.util.spec_from_file_location("_policy_under_test", spec["file"])
@@ -118,7 +119,7 @@ def _load_policy(spec: dict) -> _Recorder:
     obj = getattr(module, spec["attr"])
     if not hasattr(obj, "on_tick"):
         obj = obj()
-    return _Recorder(obj)
+    return Recorder(obj)
 
 
 if __name__ == "__main__":

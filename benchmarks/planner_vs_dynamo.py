@@ -27,23 +27,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from dynamo_runner import Recorder  # noqa: E402  (plain Python, no reference import)
 from vs_dynamo import (compare_requests, match_by_ids, match_by_shape,  # noqa: E402
                        ours_records, reference_job, run_reference)
 
 TOL = 1e-6
-
-
-class Recorder:
-    def __init__(self, policy):
-        self.policy = policy
-        self.snapshots = []
-
-    def initial_tick_ms(self):
-        return self.policy.initial_tick_ms()
-
-    def on_tick(self, snapshot):
-        self.snapshots.append(snapshot)
-        return self.policy.on_tick(snapshot)
 
 
 def _close(a, b) -> bool:
