@@ -18,7 +18,8 @@ from typing import Optional
 BACKENDS = ("vllm", "sglang", "trtllm")
 DEFAULT_BLOCK_SIZE = {"vllm": 64, "sglang": 1, "trtllm": 32}
 PREEMPTION_MODES = ("lifo", "fifo")
-TIMING_TYPES = ("polynomial", "fixed")
+TIMING_TYPES = ("polynomial", "fixed", "table")
+SCHEDULE_POLICIES = ("fifo", "lpm")
 ROUTER_MODES = ("round_robin", "kv")
 QUEUE_POLICIES = ("fcfs", "lcfs", "wspt")
 TRANSFER_TIMINGS = ("full_prompt", "destination_missing")
@@ -79,11 +80,17 @@ def _bool(key: str, value) -> None:
 
 @dataclass(frozen=True, slots=True)
 class TimingConfig:
-    """``engine.timing_model``: the per-pass cost model (see ``simmodel.engine.timing``)."""
+    """``engine.timing_model``: the per-pass cost model (see ``simmodel.engine.timing``).
+
+    ``type: table`` reads a measured profile from ``path`` (CSV or the reference's NPZ
+    layout, see ``simmodel.engine.timing_table``); outside the measured range it fails
+    unless ``extrapolate: true``."""
 
     type: str = "polynomial"
     prefill_ms: Optional[float] = None   # fixed model: duration of a pass with prefill work
     decode_ms: Optional[float] = None    # fixed model: duration added when requests decode
+    path: Optional[str] = None           # table model: the profile file
+    extrapolate: bool = False            # table model: extend linearly past the measurements
 
     def __post_init__(self):
         _choice("type", self.type, TIMING_TYPES)
@@ -92,6 +99,29 @@ class TimingConfig:
                 _non_negative_number(key, getattr(self, key))
         elif self.prefill_ms is not None or self.decode_ms is not None:
             raise ConfigError("prefill_ms", "only valid with type: fixed")
+        if self.type == "table":
+            if not isinstance(self.path, str) or not self.path:
+                raise ConfigError("path", "a table timing model needs the path of its profile")
+        elif self.path is not None:
+            raise ConfigError("path", "only valid with type: table")
+        _bool("extrapolate", self.extrapolate)
+
+
+@dataclass(frozen=True, slots=True)
+class SglangConfig:
+    """``engine.sglang``: the SGLang scheduler's own knobs (reference §1, §3.4)."""
+
+    schedule_policy: str = "fifo"
+    max_prefill_tokens: int = 16384
+    chunked_prefill_size: int = 8192
+    clip_max_new_tokens: int = 4096
+    schedule_conservativeness: float = 1.0
+
+    def __post_init__(self):
+        _choice("schedule_policy", self.schedule_policy, SCHEDULE_POLICIES)
+        for key in ("max_prefill_tokens", "chunked_prefill_size", "clip_max_new_tokens"):
+            _positive_int(key, getattr(self, key))
+        _positive_number("schedule_conservativeness", self.schedule_conservativeness)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +143,15 @@ class EngineConfig:
     timing_model: TimingConfig = field(default_factory=TimingConfig)
     dp_size: int = 1
     tensor_parallel_size: int = 1
-    startup_time: Optional[float] = None      # seconds (used by scaling, later issue)
+    startup_time: Optional[float] = None      # seconds (a worker added by scaling)
+    prefill_schedule_interval: int = 1        # attention DP: prefill only every k steps
+    aic_nextn: Optional[int] = None           # speculative decoding: draft length (1-5)
+    aic_nextn_accept_rates: Optional[tuple[float, ...]] = None   # default 0.85, 0.30
+    aic_mtp_seed: int = 42                    # per-worker seed (+ worker index)
+    sglang: SglangConfig = field(default_factory=SglangConfig)
 
     def __post_init__(self):
-        _choice("backend", self.backend, ("vllm",))
+        _choice("backend", self.backend, BACKENDS)
         _positive_int("block_size", self.block_size, allow_none=True)
         _positive_int("num_gpu_blocks", self.num_gpu_blocks)
         _positive_int("max_model_len", self.max_model_len, allow_none=True)
@@ -131,10 +166,32 @@ class EngineConfig:
         if not isinstance(self.timing_model, TimingConfig):
             raise ConfigError("timing_model", "must be a mapping")
         _positive_int("dp_size", self.dp_size)
-        if self.dp_size != 1:
-            raise ConfigError("dp_size", "only dp_size: 1 is supported so far")
         _positive_int("tensor_parallel_size", self.tensor_parallel_size)
         _non_negative_number("startup_time", self.startup_time, allow_none=True)
+        _positive_int("prefill_schedule_interval", self.prefill_schedule_interval)
+        if self.aic_nextn is not None:
+            _positive_int("aic_nextn", self.aic_nextn)
+            if self.aic_nextn > 5:
+                raise ConfigError("aic_nextn", f"must be between 1 and 5, got {self.aic_nextn!r}")
+        if self.aic_nextn_accept_rates is not None:
+            if self.aic_nextn is None:
+                raise ConfigError("aic_nextn_accept_rates", "only valid with aic_nextn")
+            for r in self.aic_nextn_accept_rates:
+                if isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r <= 1:
+                    raise ConfigError("aic_nextn_accept_rates",
+                                      f"rates must be probabilities in [0, 1], got {r!r}")
+        _non_negative_int("aic_mtp_seed", self.aic_mtp_seed)
+        if not isinstance(self.sglang, SglangConfig):
+            raise ConfigError("sglang", "must be a mapping")
+
+    @property
+    def accept_rates(self) -> tuple[float, ...]:
+        """The conditional draft acceptance rates, padded with zeros to ``aic_nextn``."""
+        if self.aic_nextn is None:
+            return ()
+        rates = self.aic_nextn_accept_rates or (0.85, 0.30)
+        return tuple(float(r) for r in rates[: self.aic_nextn]) + (0.0,) * max(
+            0, self.aic_nextn - len(rates))
 
     @property
     def effective_block_size(self) -> int:
@@ -238,9 +295,13 @@ class ClusterConfig:
                               "give both prefill and decode pools (or neither)")
         if self.prefill is not None:
             for key, pool in (("prefill", self.prefill), ("decode", self.decode)):
-                if pool.engine.backend != "vllm":
+                if pool.engine.backend == "trtllm":
                     raise ConfigError(f"{key}.engine.backend",
-                                      "only vllm pools are supported in disaggregated mode")
+                                      "trtllm is not supported in disaggregated mode (as in "
+                                      "the reference); use vllm or sglang pools")
+            if self.prefill.engine.backend != self.decode.engine.backend:
+                raise ConfigError("decode.engine.backend",
+                                  "both pools must use the same backend")
 
     @property
     def disaggregated(self) -> bool:

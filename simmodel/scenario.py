@@ -25,13 +25,13 @@ from typing import Any, Union
 
 import yaml
 
-from simmodel.config import ConfigError, PlannerConfig, Scenario, WorkloadConfig
+from simmodel.config import ConfigError, PlannerConfig, Scenario, TimingConfig, WorkloadConfig
 from simmodel.errors import UserError
 
 #: Fields filled in by the loader, never read from YAML.
 _INTERNAL_FIELDS = {(Scenario, "source"), (PlannerConfig, "base_dir")}
 #: Fields holding a file path, resolved against the YAML file's folder and checked to exist.
-_PATH_FIELDS = {(WorkloadConfig, "trace")}
+_PATH_FIELDS = {(WorkloadConfig, "trace"), (TimingConfig, "path")}
 
 
 def load_scenario(path: Union[str, os.PathLike]) -> Scenario:

@@ -22,7 +22,7 @@ from simmodel.cluster.router import RoundRobin
 from simmodel.cluster.worker import Worker
 from simmodel.config import Scenario
 from simmodel.engine.kv_cache import STORED
-from simmodel.engine.scheduler import VllmScheduler
+from simmodel.engine.factory import make_scheduler
 from simmodel.engine.timing import make_timing
 from simmodel.errors import UserError
 from simmodel.metrics.collect import itl_samples, passes_frame, requests_frame
@@ -103,7 +103,7 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
             _router(req)
             _driver(req)
     def make_worker(i: int) -> Worker:
-        sched = VllmScheduler(eng, timing, record_events=record or kv_mode)
+        sched = make_scheduler(eng, timing, record_events=record or kv_mode)
         return Worker(env, i, sched, notify, record_events=record,
                       coalesce=scenario.run.coalesce_decode,
                       event_sink=router.on_kv_events if kv_mode else None,
@@ -194,7 +194,7 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
 
     def make_worker(role: str, i: int) -> Worker:
         publish = kv_mode and role == "prefill"    # only prefill workers publish KV events
-        sched = VllmScheduler(pools[role].engine, timings[role],
+        sched = make_scheduler(pools[role].engine, timings[role],
                               record_events=record or publish, role=role)
         w = Worker(env, i, sched, notifies[role], record_events=record,
                    coalesce=scenario.run.coalesce_decode,

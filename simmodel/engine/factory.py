@@ -1,0 +1,30 @@
+"""The scheduler of one worker rank for an engine config (``engine.backend``).  Pure.
+
+* ``vllm``: ``simmodel.engine.scheduler.VllmScheduler`` (reference §3.2);
+* ``trtllm``: ``simmodel.engine.trtllm.TrtllmScheduler`` (§3.5: guaranteed no evict);
+* ``sglang``: ``simmodel.engine.sglang.SglangScheduler`` (§3.4: prefill first, radix cache).
+
+Every scheduler offers the interface the worker process drives (``enqueue``, ``schedule``,
+``finish``, ``has_work``, ``waiting``, ``running``, ``kv``, ``decode_run`` /
+``commit_decode_run``, and for disaggregation ``reserve`` / ``activate`` /
+``release_source``).
+"""
+from __future__ import annotations
+
+from simmodel.config import EngineConfig
+from simmodel.engine.timing import TimingModel
+
+
+def make_scheduler(engine: EngineConfig, timing: TimingModel, *, record_events: bool = False,
+                   role: str = "aggregated"):
+    backend = engine.backend
+    if backend == "vllm":
+        from simmodel.engine.scheduler import VllmScheduler
+        return VllmScheduler(engine, timing, record_events=record_events, role=role)
+    if backend == "trtllm":
+        from simmodel.engine.trtllm import TrtllmScheduler
+        return TrtllmScheduler(engine, timing, record_events=record_events, role=role)
+    if backend == "sglang":
+        from simmodel.engine.sglang import SglangScheduler
+        return SglangScheduler(engine, timing, record_events=record_events, role=role)
+    raise ValueError(f"unknown backend {backend!r}")
