@@ -100,7 +100,19 @@ def engine_args(scenario, eng=None, worker_type=None) -> dict:
         "speedup_ratio": eng.speedup_ratio,
         "decode_speedup_ratio": eng.decode_speedup_ratio,
         "timing_model": timing,
+        "prefill_schedule_interval": eng.prefill_schedule_interval,
+        "prefill_decode_interval": eng.prefill_decode_interval,
     }
+    if eng.backend == "sglang":
+        g = eng.sglang
+        engine["sglang"] = {"schedule_policy": g.schedule_policy,
+                            "max_prefill_tokens": g.max_prefill_tokens,
+                            "chunked_prefill_size": g.chunked_prefill_size,
+                            "clip_max_new_tokens": g.clip_max_new_tokens,
+                            "schedule_conservativeness": g.schedule_conservativeness}
+    if eng.aic_nextn is not None:
+        engine.update(aic_nextn=eng.aic_nextn, aic_nextn_accept_rates=list(eng.accept_rates),
+                      aic_mtp_seed=eng.aic_mtp_seed)
     if worker_type is not None:
         kt = scenario.cluster.kv_transfer
         engine.update(worker_type=worker_type, kv_transfer_bandwidth=kt.bandwidth_gb_s,

@@ -145,6 +145,7 @@ class EngineConfig:
     tensor_parallel_size: int = 1
     startup_time: Optional[float] = None      # seconds (a worker added by scaling)
     prefill_schedule_interval: int = 1        # attention DP: prefill only every k steps
+    prefill_decode_interval: int = 0          # SGLang: decode rounds forced after a prefill
     aic_nextn: Optional[int] = None           # speculative decoding: draft length (1-5)
     aic_nextn_accept_rates: Optional[tuple[float, ...]] = None   # default 0.85, 0.30
     aic_mtp_seed: int = 42                    # per-worker seed (+ worker index)
@@ -169,6 +170,7 @@ class EngineConfig:
         _positive_int("tensor_parallel_size", self.tensor_parallel_size)
         _non_negative_number("startup_time", self.startup_time, allow_none=True)
         _positive_int("prefill_schedule_interval", self.prefill_schedule_interval)
+        _non_negative_int("prefill_decode_interval", self.prefill_decode_interval)
         if self.aic_nextn is not None:
             _positive_int("aic_nextn", self.aic_nextn)
             if self.aic_nextn > 5:

@@ -166,8 +166,11 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
     cl = scenario.cluster
     prefill_workers: list[Worker] = []
     decode_workers: list[Worker] = []
+    # SGLang reserves the destination at arrival (reference §6); vLLM once the source is held
+    order = "destination_first" if cl.prefill.engine.backend == "sglang" else "source_first"
     handoff = Handoff(env, prefill_workers, decode_workers, cl.kv_transfer,
-                      max_model_len=cl.prefill.engine.max_model_len, notify_done=None)
+                      max_model_len=cl.prefill.engine.max_model_len, notify_done=None,
+                      order=order)
     driver = Driver(env, workload, handoff, block_size=cl.prefill.engine.effective_block_size,
                     max_model_len=cl.decode.engine.max_model_len, concurrency=concurrency,
                     output_rng=streams["output_tokens"])
