@@ -83,9 +83,16 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
         raise UserError(f"{scenario.source or 'scenario'}: workload.concurrency: not supported "
                         f"for format {scenario.workload.format!r} (agentic workloads)")
     if cl.disaggregated:
+        for key, pool in (("prefill", cl.prefill), ("decode", cl.decode)):
+            if pool.engine.dp_size > 1:
+                raise UserError(f"{scenario.source or 'scenario'}: cluster.{key}.engine.dp_size: "
+                                "attention DP is supported in aggregated clusters only so far")
         return _build_disaggregated(scenario, env, workload, streams, concurrency, record,
                                     scaling_policy)
     eng = cl.engine
+    if eng.dp_size > 1 and rcfg.mode == "kv":
+        raise UserError(f"{scenario.source or 'scenario'}: cluster.engine.dp_size: attention DP "
+                        "with router mode kv is not supported yet (use round_robin)")
     timing = make_timing(eng)
     workers: list[Worker] = []
     kv_mode = rcfg.mode == "kv"
@@ -94,7 +101,7 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
                           max_num_batched_tokens=eng.max_num_batched_tokens,
                           rng=streams["router_ties"])
     else:
-        router = RoundRobin(workers)
+        router = RoundRobin(workers, dp=eng.dp_size)
     driver = Driver(env, workload, router, block_size=bs, max_model_len=eng.max_model_len,
                     concurrency=concurrency, output_rng=streams["output_tokens"])
     notify = driver.on_done
@@ -342,7 +349,8 @@ def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
     unreleased = [(t, "cancelled" if (t.session_id, t.turn_index) in dropped else "incomplete")
                   for s in cluster.workload.sessions for t in s.turns
                   if (t.session_id, t.turn_index) not in released]
-    requests = requests_frame(reqs, unreleased)
+    dp = 1 if scenario.cluster.disaggregated else scenario.cluster.engine.dp_size
+    requests = requests_frame(reqs, unreleased, dp)
     all_workers = cluster.prefill_workers + cluster.workers
     passes = passes_frame(all_workers)
     gaps, weights = itl_samples(reqs, cluster.workers)

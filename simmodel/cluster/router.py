@@ -13,10 +13,14 @@ class RoundRobin:
     (so with a fixed pool: 0, 1, 2, 0, 1, ...).  With no active worker (all starting or
     draining) requests wait here, FIFO, until ``topology_changed``."""
 
-    def __init__(self, workers: list):
+    def __init__(self, workers: list, dp: int = 1):
         self.workers = workers
         self.last = -1
         self.waiting: list[EngineRequest] = []
+        # attention DP: slots (worker, rank), worker by worker within a rank (measured)
+        self.dp = dp
+        self.slot = -1
+        self.rank = 0
 
     def route(self, req: EngineRequest) -> None:
         if self.waiting:
@@ -26,15 +30,30 @@ class RoundRobin:
         if worker is None:
             self.waiting.append(req)
         else:
+            req.dp_rank = self.rank
             worker.submit(req)
 
     def next_active(self):
-        """The next active worker after the last one used (None if none is active)."""
+        """The next active worker after the last one used (None if none is active); with
+        attention DP the next active (worker, rank) slot, the rank left in ``self.rank``."""
+        if self.dp > 1:
+            return self._next_slot()
         n = len(self.workers)
         for k in range(1, n + 1):
             w = self.workers[(self.last + k) % n]
             if w.state == "active":
                 self.last = w.idx
+                return w
+        return None
+
+    def _next_slot(self):
+        n = len(self.workers)
+        total = n * self.dp
+        for k in range(1, total + 1):
+            s = (self.slot + k) % total
+            w = self.workers[s % n]
+            if w.state == "active":
+                self.slot, self.rank = s, s // n
                 return w
         return None
 
@@ -44,7 +63,9 @@ class RoundRobin:
             worker = self.next_active()
             if worker is None:
                 return
-            worker.submit(self.waiting.pop(0))
+            req = self.waiting.pop(0)
+            req.dp_rank = self.rank
+            worker.submit(req)
 
 
 class PositionalRoundRobin(RoundRobin):

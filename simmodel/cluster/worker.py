@@ -172,7 +172,7 @@ class Worker:
                 continue
             if self.record_gauges:
                 kv = sched.kv
-                pre = (kv.active_blocks, len(kv.inactive), kv.free, len(sched.running))
+                pre = (kv.active_blocks, kv.inactive_blocks, kv.free, len(sched.running))
             plan = sched.schedule(start)
             if self.record_gauges:
                 self._pre = (pre, plan.admitted)
@@ -236,7 +236,7 @@ class Worker:
         if self._pre is not None:
             active, cached, free, running = self._pre[0]
             return active, cached, free, running, len(s.waiting) + self._pre[1]
-        active, cached, free = kv.active_blocks, len(kv.inactive), kv.free
+        active, cached, free = kv.active_blocks, kv.inactive_blocks, kv.free
         if self._run is not None:
             bs = s.bs
             extra = sum(1 for r in s.running if r.computed % bs == 0)

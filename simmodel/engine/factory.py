@@ -17,6 +17,17 @@ from simmodel.engine.timing import TimingModel
 
 def make_scheduler(engine: EngineConfig, timing: TimingModel, *, record_events: bool = False,
                    role: str = "aggregated"):
+    """One worker's scheduler: ``dp_size`` rank schedulers in lock-step when > 1."""
+    if engine.dp_size > 1:
+        from simmodel.engine.dp import DpScheduler
+        return DpScheduler([_rank_scheduler(engine, timing, record_events, role)
+                            for _ in range(engine.dp_size)],
+                           prefill_schedule_interval=engine.prefill_schedule_interval)
+    return _rank_scheduler(engine, timing, record_events, role)
+
+
+def _rank_scheduler(engine: EngineConfig, timing: TimingModel, record_events: bool,
+                    role: str):
     backend = engine.backend
     if backend == "vllm":
         from simmodel.engine.scheduler import VllmScheduler

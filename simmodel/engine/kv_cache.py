@@ -48,6 +48,11 @@ class KvCache:
         return self.private + len(self.refs)
 
     @property
+    def inactive_blocks(self) -> int:
+        """Cached blocks no request holds (evictable, LRU)."""
+        return len(self.inactive)
+
+    @property
     def available(self) -> int:
         """Blocks an allocation can obtain: free plus evictable."""
         return self.free + len(self.inactive)

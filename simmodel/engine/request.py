@@ -27,7 +27,7 @@ class EngineRequest:
         "seq", "generated", "seq_len", "computed", "transferred", "cached", "n_private", "state", "pass_take",
         "arrival_ms", "first_admit_ms", "first_token_ms", "second_token_ms",
         "last_token_ms", "terminal_ms", "reused", "first_reused", "admissions",
-        "worker_idx", "status", "last_pass", "segs", "bridges", "on_done", "meta", "handoff",
+        "worker_idx", "dp_rank", "status", "last_pass", "segs", "bridges", "on_done", "meta", "handoff",
     )
 
     def __init__(self, uid: int, seq: TokenSequence, output_length: int, *,
@@ -62,6 +62,7 @@ class EngineRequest:
         self.first_reused = 0
         self.admissions = 0
         self.worker_idx = -1
+        self.dp_rank = 0               # attention DP: the rank of its worker
         self.status = "incomplete"
         self.last_pass = -2
         self.segs: list[int] = []

@@ -53,6 +53,7 @@ class PassPlan:
     first_tokens: list = field(default_factory=list)   # filled by finish()
     preempted: bool = False
     admitted: int = 0                  # requests admitted from waiting in this pass
+    parts: list | None = None          # attention DP: the ranks' own plans
 
 
 class VllmScheduler:
@@ -77,6 +78,7 @@ class VllmScheduler:
         self.committed_prefill_tokens = 0
         self.preemptions = 0
         self.cache_hit_tokens = 0              # prompt tokens served by the prefix cache
+        self.admit_prefill = True              # attention DP: prefill_schedule_interval
         self.held = 0                          # held sources / reserved destinations
 
     # -- queue ------------------------------------------------------------------------
@@ -226,6 +228,8 @@ class VllmScheduler:
                 self._admit_transferred(r, now, plan)
                 budget -= 1
                 continue
+            if not self.admit_prefill:
+                break                          # attention DP: not a prefill step
             if r.admissions == 0 and self._rejects(r):
                 waiting.popleft()
                 r.state = DONE

@@ -19,10 +19,11 @@ import pandas as pd
 from simmodel.result import PASS_COLUMNS, REQUEST_COLUMNS
 
 
-def requests_frame(requests, unreleased) -> pd.DataFrame:
+def requests_frame(requests, unreleased, dp_size: int = 1) -> pd.DataFrame:
     """``requests``: EngineRequests in release order; ``unreleased``: (turn, status) of
     workload turns that never reached the cluster (cut short: ``incomplete``; left behind
-    by a cancelled turn: ``cancelled``)."""
+    by a cancelled turn: ``cancelled``).  With attention DP the worker index is reported
+    as ``worker × dp_size + rank``."""
     rows = []
     nan = math.nan
     for r in requests:
@@ -47,7 +48,7 @@ def requests_frame(requests, unreleased) -> pd.DataFrame:
             first - r.arrival_ms, r.second_token_ms - first, last - r.arrival_ms,
             (last - first) / (n - 1) if n >= 2 else math.nan,
             r.prompt_len, r.requested_output, n, reused, first_reused,
-            r.worker_idx, r.admissions, max(0, r.admissions - 1), r.status,
+            r.worker_idx * dp_size + r.dp_rank if r.worker_idx >= 0 else -1, r.admissions, max(0, r.admissions - 1), r.status,
         ) + lifecycle)
     for t, status in unreleased:
         rows.append((t.session_id, t.turn_index, -1, t.request_id, t.play_id,
