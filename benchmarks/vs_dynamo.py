@@ -85,6 +85,12 @@ def engine_args(scenario, eng=None, worker_type=None) -> dict:
     tm = eng.timing_model
     if tm.type == "fixed":
         timing = {"type": "fixed", "prefill_ms": tm.prefill_ms, "decode_ms": tm.decode_ms}
+    elif tm.type == "table":
+        # The reference's dynamo_profile provider always extrapolates; with
+        # extrapolate: false simmodel fails instead, so agreement needs no flag here.
+        from simmodel.engine.timing_table import reference_npz
+        timing = {"type": "external", "provider": "dynamo_profile",
+                  "config": {"path": reference_npz(tm.path)}}
     else:
         timing = {"type": tm.type}
     engine = {
@@ -111,7 +117,8 @@ def engine_args(scenario, eng=None, worker_type=None) -> dict:
                             "clip_max_new_tokens": g.clip_max_new_tokens,
                             "schedule_conservativeness": g.schedule_conservativeness}
     if eng.aic_nextn is not None:
-        engine.update(aic_nextn=eng.aic_nextn, aic_nextn_accept_rates=list(eng.accept_rates),
+        engine.update(aic_nextn=eng.aic_nextn,
+                      aic_nextn_accept_rates=",".join(str(r) for r in eng.accept_rates),
                       aic_mtp_seed=eng.aic_mtp_seed)
     if worker_type is not None:
         kt = scenario.cluster.kv_transfer

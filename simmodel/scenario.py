@@ -175,7 +175,7 @@ def _convert(hint: Any, value: Any, key: str, ctx: _Context):
         hint = non_none[0]
     if dataclasses.is_dataclass(hint):
         return _build(hint, value, key, ctx)
-    if origin is tuple:
+    if typing.get_origin(hint) is tuple:
         item_hint = typing.get_args(hint)[0]
         if not isinstance(value, list):
             raise ctx.error(key, f"must be a list, got {_type_name(value)}")

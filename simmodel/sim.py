@@ -110,7 +110,7 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
             _router(req)
             _driver(req)
     def make_worker(i: int) -> Worker:
-        sched = make_scheduler(eng, timing, record_events=record or kv_mode)
+        sched = make_scheduler(eng, timing, record_events=record or kv_mode, worker=i)
         return Worker(env, i, sched, notify, record_events=record,
                       coalesce=scenario.run.coalesce_decode,
                       event_sink=router.on_kv_events if kv_mode else None,
@@ -205,7 +205,7 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
     def make_worker(role: str, i: int) -> Worker:
         publish = kv_mode and role == "prefill"    # only prefill workers publish KV events
         sched = make_scheduler(pools[role].engine, timings[role],
-                              record_events=record or publish, role=role)
+                               record_events=record or publish, role=role, worker=i)
         w = Worker(env, i, sched, notifies[role], record_events=record,
                    coalesce=scenario.run.coalesce_decode,
                    event_sink=handoff.prefill_router.on_kv_events if publish else None)
@@ -377,6 +377,11 @@ def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
         sla=scenario.sla,
         trajectories=cluster.workload.kind == "agentic",
     )
+    emissions = sum(getattr(w.sched, "mtp_emissions", 0) for w in all_workers)
+    if emissions:
+        # speculative decoding: tokens per emitting request-pass (1 + accepted drafts)
+        summary["mean_accept_length"] = (sum(w.sched.mtp_tokens for w in all_workers)
+                                         / emissions)
     kv_events = None
     if scenario.run.record_kv_events:
         rows = [(t, w.pool, w.idx, "stored" if k == STORED else "removed", h)

@@ -86,6 +86,14 @@ class DpScheduler:
         return sum(r.cache_hit_tokens for r in self.ranks)
 
     @property
+    def mtp_emissions(self) -> int:
+        return sum(r.mtp_emissions for r in self.ranks)
+
+    @property
+    def mtp_tokens(self) -> int:
+        return sum(r.mtp_tokens for r in self.ranks)
+
+    @property
     def held(self) -> int:
         return sum(r.held for r in self.ranks)
 

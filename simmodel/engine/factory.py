@@ -16,22 +16,29 @@ from simmodel.engine.timing import TimingModel
 
 
 def make_scheduler(engine: EngineConfig, timing: TimingModel, *, record_events: bool = False,
-                   role: str = "aggregated"):
-    """One worker's scheduler: ``dp_size`` rank schedulers in lock-step when > 1."""
+                   role: str = "aggregated", worker: int = 0):
+    """Worker ``worker``'s scheduler: ``dp_size`` rank schedulers in lock-step when > 1.
+    With speculative decoding each rank samples its drafts from its own generator, seeded
+    by ``aic_mtp_seed`` + the worker index (and the rank)."""
     if engine.dp_size > 1:
         from simmodel.engine.dp import DpScheduler
-        return DpScheduler([_rank_scheduler(engine, timing, record_events, role)
-                            for _ in range(engine.dp_size)],
+        return DpScheduler([_rank_scheduler(engine, timing, record_events, role, worker, rank)
+                            for rank in range(engine.dp_size)],
                            prefill_schedule_interval=engine.prefill_schedule_interval)
-    return _rank_scheduler(engine, timing, record_events, role)
+    return _rank_scheduler(engine, timing, record_events, role, worker, 0)
 
 
 def _rank_scheduler(engine: EngineConfig, timing: TimingModel, record_events: bool,
-                    role: str):
+                    role: str, worker: int, rank: int):
     backend = engine.backend
     if backend == "vllm":
         from simmodel.engine.scheduler import VllmScheduler
-        return VllmScheduler(engine, timing, record_events=record_events, role=role)
+        rng = None
+        if engine.aic_nextn is not None:
+            import numpy as np
+            rng = np.random.default_rng([engine.aic_mtp_seed + worker, rank])
+        return VllmScheduler(engine, timing, record_events=record_events, role=role,
+                             mtp_rng=rng)
     if backend == "trtllm":
         from simmodel.engine.trtllm import TrtllmScheduler
         return TrtllmScheduler(engine, timing, record_events=record_events, role=role)

@@ -27,7 +27,7 @@ class EngineRequest:
         "seq", "generated", "seq_len", "computed", "transferred", "cached", "n_private", "state", "pass_take",
         "arrival_ms", "first_admit_ms", "first_token_ms", "second_token_ms",
         "last_token_ms", "terminal_ms", "reused", "first_reused", "admissions",
-        "worker_idx", "dp_rank", "status", "last_pass", "segs", "bridges", "on_done", "meta", "handoff",
+        "worker_idx", "dp_rank", "status", "last_pass", "segs", "bridges", "burst", "zero_gaps", "on_done", "meta", "handoff",
     )
 
     def __init__(self, uid: int, seq: TokenSequence, output_length: int, *,
@@ -67,6 +67,8 @@ class EngineRequest:
         self.last_pass = -2
         self.segs: list[int] = []
         self.bridges: list[float] = []
+        self.burst = 1                 # speculative decoding: tokens emitted by this pass
+        self.zero_gaps = 0             # ... and the extra ones, stamped with the first
         self.on_done = None
         self.meta = None
         self.handoff = None            # disaggregated lifecycle record (cluster.disagg)

@@ -60,7 +60,7 @@ class VllmScheduler:
     """Waiting queue, running list and KV cache of one rank, and the pass rules above."""
 
     def __init__(self, engine: EngineConfig, timing: TimingModel, *, record_events: bool = False,
-                 role: str = "aggregated"):
+                 role: str = "aggregated", mtp_rng: np.random.Generator | None = None):
         self.role = role                       # aggregated | prefill | decode
         self.bs = engine.effective_block_size
         self.num_blocks = engine.num_gpu_blocks
@@ -79,6 +79,11 @@ class VllmScheduler:
         self.preemptions = 0
         self.cache_hit_tokens = 0              # prompt tokens served by the prefix cache
         self.admit_prefill = True              # attention DP: prefill_schedule_interval
+        # speculative decoding (aic_nextn): conditional draft acceptance rates
+        self.mtp_rates = engine.accept_rates if role != "prefill" else ()
+        self.mtp_rng = mtp_rng
+        self.mtp_emissions = 0                 # request-passes that emitted tokens
+        self.mtp_tokens = 0                    # tokens they emitted
         self.held = 0                          # held sources / reserved destinations
 
     # -- queue ------------------------------------------------------------------------
@@ -213,6 +218,8 @@ class VllmScheduler:
             if self.role == "decode" and self.waiting:
                 budget = self._admit_transferred_behind(now, plan, budget)
             plan.admitted = len(entries) - n
+        if self.mtp_rates:
+            self._bursts(plan)
         self._cost(plan)
         for r, _, _ in entries:
             r.pass_take = 0
@@ -243,6 +250,9 @@ class VllmScheduler:
                 cap = (seq_len - 1) // bs
                 hashes = r.seq.ensure(seq_len // bs)
                 hit_blocks = kv.lookup(hashes, cap)
+                if hit_blocks and self.mtp_rates:
+                    hit_blocks -= 1            # speculative decoding recomputes the last
+                                               # cached block (measured on the reference)
             hit_hashes = hashes[:hit_blocks] if hit_blocks else []
             # Capacity for the whole sequence, not just this pass's chunk: its blocks
             # beyond the cached prefix must fit in what the pool can supply (free +
@@ -305,8 +315,35 @@ class VllmScheduler:
         r.admissions = 1
         plan.entries.append((r, r.seq_len - 1, 1))
 
+    def _bursts(self, plan: PassPlan) -> None:
+        """Speculative decoding (reference §10): every request emitting in this pass emits
+        1 + its leading accepted drafts (draft i accepted with probability rates[i] once
+        the earlier ones were), capped by its remaining output.  KV for the whole burst is
+        taken now; if the pool cannot supply it the burst shrinks (a decision: the notes
+        say preemption follows)."""
+        rates, rng = self.mtp_rates, self.mtp_rng
+        for r, before, take in plan.entries:
+            after = before + take
+            if after != r.seq_len:
+                r.burst = 1
+                continue
+            b = 1
+            for rate in rates:
+                if rate >= 1.0 or (rate > 0.0 and rng.random() < rate):
+                    b += 1
+                else:
+                    break
+            b = min(b, r.max_output - r.generated)
+            while b > 1 and not self._grow(r, after + b - 1):
+                b -= 1
+            r.burst = b
+            self.mtp_emissions += 1
+            self.mtp_tokens += b
+
     def _cost(self, plan: PassPlan) -> None:
         n = s_isl = s_pfx = n_dec = dec_tokens = committed = 0
+        # with speculative decoding a request finishing its prompt also runs the decode step
+        mtp = bool(self.mtp_rates)
         for r, before, take in plan.entries:
             after = before + take
             plen = r.prompt_len
@@ -315,7 +352,7 @@ class VllmScheduler:
                 n += 1
                 s_isl += after if after < plen else plen
                 s_pfx += before
-            if (r.generated or r.transferred) and after == r.seq_len:
+            if (r.generated or r.transferred or mtp) and after == r.seq_len:
                 n_dec += 1
                 dec_tokens += r.seq_len
         if n:
@@ -338,14 +375,22 @@ class VllmScheduler:
         for r, before, take in plan.entries:
             if r.computed != r.seq_len:
                 continue                       # mid-prompt chunk: nothing to emit
-            g = r.generated + 1
+            b = r.burst
+            g0 = r.generated
+            g = g0 + b
             r.generated = g
-            r.seq_len += 1
-            if g == 1:
+            r.seq_len += b
+            if b > 1:
+                r.computed += b - 1            # the burst's KV was taken at scheduling
+                r.zero_gaps += b - 1           # its extra tokens come with the first
+                r.burst = 1
+            if g0 == 0:
                 r.first_token_ms = end_ms
                 plan.first_tokens.append(r)
+                if g >= 2:
+                    r.second_token_ms = end_ms
             else:
-                if g == 2:
+                if g0 == 1:
                     r.second_token_ms = end_ms
                 _record_gaps(r, pass_idx, pass_idx, end_ms)
             r.last_token_ms = end_ms
@@ -419,6 +464,8 @@ class VllmScheduler:
         n = len(running)
         if n == 0 or n > self.max_batched or (self.waiting and n < self.max_seqs):
             return None
+        if self.mtp_rates:
+            return None                        # bursts vary pass by pass
         k = max_passes
         total = 0
         for r in running:

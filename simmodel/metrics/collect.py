@@ -77,6 +77,7 @@ def itl_samples(requests, workers) -> tuple[np.ndarray, np.ndarray]:
     """Weighted pooled ITL gaps of the *completed* requests: (gaps_ms, weights)."""
     by_worker: dict[int, list[int]] = {}
     bridges: list[float] = []
+    zeros = 0                          # speculative decoding: tokens of a burst after its first
     for r in requests:
         if r.status != "completed":
             continue
@@ -84,8 +85,12 @@ def itl_samples(requests, workers) -> tuple[np.ndarray, np.ndarray]:
             by_worker.setdefault(r.worker_idx, []).extend(r.segs)
         if r.bridges:
             bridges.extend(r.bridges)
+        zeros += r.zero_gaps
     gaps = [np.asarray(bridges, dtype=float)]
     weights = [np.ones(len(bridges), dtype=np.int64)]
+    if zeros:
+        gaps.append(np.zeros(1))
+        weights.append(np.array([zeros], dtype=np.int64))
     for w in workers:
         segs = by_worker.get(w.idx)
         if not segs:
