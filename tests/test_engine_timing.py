@@ -303,3 +303,16 @@ def test_polynomial_decode_array_matches_scalar():
         arr = timing.decode_ms_array(1, active)
         assert [float(a) for a in arr] == [timing.decode_ms(1, int(a)) for a in active]
         assert not any(math.isnan(a) for a in arr)
+
+
+@pytest.mark.parametrize("sr,dsr,scale", [(2.0, 0.0, 1.0), (0.0, 3.0, 1.0), (2.0, 1.5, 3.0),
+                                          (0.0, 0.0, 1.0)])
+def test_decode_divided_by_the_product_of_the_ratios_unless_it_is_zero(sr, dsr, scale):
+    # The reference divides decode by speedup_ratio x decode_speedup_ratio and leaves it
+    # unscaled when that product is 0 (so (2, 0) is not a speed-up of 2).
+    eng = EngineConfig(speedup_ratio=sr, decode_speedup_ratio=dsr)
+    base = make_timing(EngineConfig()).decode_ms(1, 5000)
+    d_ns = duration_ns(decode_poly_ms(5000, EngineConfig().kv_capacity_tokens))
+    assert make_timing(eng).decode_ms(1, 5000) == div_ns(d_ns, scale) / 1e6
+    if scale == 1.0:
+        assert make_timing(eng).decode_ms(1, 5000) == base

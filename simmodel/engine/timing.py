@@ -128,7 +128,9 @@ class PolynomialTiming:
     def __init__(self, engine: EngineConfig):
         self.capacity = engine.kv_capacity_tokens
         self.prefill_scale = _ratio(engine.speedup_ratio)
-        self.decode_scale = _ratio(engine.speedup_ratio) * _ratio(engine.decode_speedup_ratio)
+        # decode: divided by the product of the ratios; a product of 0 leaves it unscaled
+        # (measured: speed-ups (2, 0) and (0, 3) both leave decode as it is)
+        self.decode_scale = _ratio(engine.speedup_ratio * engine.decode_speedup_ratio)
 
     def prefill_ms(self, n: int, sum_isl: int, sum_prefix: int) -> float:
         t = batch_new_tokens(n, sum_isl, sum_prefix)
@@ -156,8 +158,8 @@ class FixedTiming:
     def __init__(self, engine: EngineConfig):
         tm = engine.timing_model
         self.p = duration_ns(tm.prefill_ms / _ratio(engine.speedup_ratio)) / 1e6
-        self.d = duration_ns(tm.decode_ms / (_ratio(engine.speedup_ratio)
-                                             * _ratio(engine.decode_speedup_ratio))) / 1e6
+        self.d = duration_ns(tm.decode_ms / _ratio(engine.speedup_ratio
+                                                   * engine.decode_speedup_ratio)) / 1e6
 
     def prefill_ms(self, n: int, sum_isl: int, sum_prefix: int) -> float:
         return self.p if n > 0 else 0.0
@@ -175,4 +177,7 @@ def make_timing(engine: EngineConfig) -> TimingModel:
         return PolynomialTiming(engine)
     if kind == "fixed":
         return FixedTiming(engine)
+    if kind == "table":
+        from simmodel.engine.timing_table import TableTiming   # it imports this module
+        return TableTiming(engine)
     raise ValueError(f"unknown timing model {kind!r}")
