@@ -84,3 +84,4 @@ def test_mean_accept_length_follows_the_rates():
     c = one(400, [0.85, 0.30], n=60, interval=50.0, aic_mtp_seed=7)
     assert c.summary["mean_accept_length"] != m
     assert (a.requests.output_length == 400).all()
+

@@ -322,9 +322,10 @@ def test_nothing_completed_gives_zeros_and_nulls():
                     "goodput_request_throughput_rps", "goodput_output_throughput_tok_s"):
             assert s[key] == 0.0, key
         assert (s["num_ttft_samples"], s["num_tpot_samples"], s["num_e2e_latency_samples"]) == (0, 0, 0)
+        # no samples: every statistic 0.0, as the reference reports it
         for metric in ("ttft", "ttst", "tpot", "itl", "e2e_latency"):
-            assert _group(s, metric) == {k: None for k in STATS}
-        assert _group(s, "output_token_throughput_per_user", "") == {k: None for k in STATS}
+            assert _group(s, metric) == {k: 0.0 for k in STATS}
+        assert _group(s, "output_token_throughput_per_user", "") == {k: 0.0 for k in STATS}
         json.dumps(s, allow_nan=False)
 
 
@@ -337,13 +338,13 @@ def test_zero_duration_with_a_completed_request():
     assert s["duration_ms"] == 0.0 and s["completed_requests"] == 1
     assert s["request_throughput_rps"] == 0.0 and s["goodput_request_throughput_rps"] == 0.0
     assert s["goodput_completed_requests"] == 1
-    assert s["mean_ttft_ms"] == 0.0 and s["mean_itl_ms"] is None
+    assert s["mean_ttft_ms"] == 0.0 and s["mean_itl_ms"] == 0.0 and s["num_tpot_samples"] == 0
 
 
 def test_only_zero_gaps_give_itl_but_no_per_user_throughput():
     s = _summary(gaps=np.array([0.0]), weights=np.array([4]))
     assert s["mean_itl_ms"] == 0.0 and s["p99_itl_ms"] == 0.0 and s["std_itl_ms"] == 0.0
-    assert s["mean_output_token_throughput_per_user"] is None
+    assert s["mean_output_token_throughput_per_user"] == 0.0     # no positive gap
 
 
 @pytest.mark.parametrize("gaps, weights", [
@@ -377,7 +378,7 @@ def test_summary_itl_keys_equal_expanded_samples(pairs):
     positive = expanded[expanded > 0]
     got = _group(s, "output_token_throughput_per_user", "")
     if positive.size == 0:
-        assert got == {k: None for k in STATS}
+        assert got == {k: 0.0 for k in STATS}
     else:
         want = _expanded_stats(1000.0 / positive, np.ones(positive.size, dtype=int))
         for key in ("min", "max", "median", "p75", "p90", "p95", "p99"):

@@ -31,17 +31,18 @@ def make_scheduler(engine: EngineConfig, timing: TimingModel, *, record_events: 
 def _rank_scheduler(engine: EngineConfig, timing: TimingModel, record_events: bool,
                     role: str, worker: int, rank: int):
     backend = engine.backend
+    rng = None
+    if engine.aic_nextn is not None:
+        import numpy as np
+        rng = np.random.default_rng([engine.aic_mtp_seed + worker, rank])
     if backend == "vllm":
         from simmodel.engine.scheduler import VllmScheduler
-        rng = None
-        if engine.aic_nextn is not None:
-            import numpy as np
-            rng = np.random.default_rng([engine.aic_mtp_seed + worker, rank])
         return VllmScheduler(engine, timing, record_events=record_events, role=role,
                              mtp_rng=rng)
     if backend == "trtllm":
         from simmodel.engine.trtllm import TrtllmScheduler
-        return TrtllmScheduler(engine, timing, record_events=record_events, role=role)
+        return TrtllmScheduler(engine, timing, record_events=record_events, role=role,
+                               mtp_rng=rng)
     if backend == "sglang":
         from simmodel.engine.sglang import SglangScheduler
         return SglangScheduler(engine, timing, record_events=record_events, role=role)

@@ -228,8 +228,10 @@ class VllmScheduler:
 
     def _admit(self, now: float, plan: PassPlan, budget: int) -> int:
         waiting, running, kv, bs = self.waiting, self.running, self.kv, self.bs
-        while waiting and budget > 0 and len(running) < self.max_seqs:
+        while waiting and len(running) < self.max_seqs:
             r = waiting[0]
+            if budget <= 0 and (r.admissions or r.transferred or not self._rejects(r)):
+                break                          # (a head to reject goes even without budget)
             if r.transferred and r.admissions == 0:
                 waiting.popleft()
                 self._admit_transferred(r, now, plan)

@@ -17,8 +17,9 @@ Statistics (``mean min max median p75 p90 p95 p99 std``) are exact:
   ``weights[i]`` times, and :func:`weighted_stats` computes the statistics of the
   expanded sequence without expanding it (sort + cumulative weights, O(n log n)).
 
-An empty sample set gives ``None`` (JSON null) for each of its nine statistics; a ratio
-or throughput whose denominator is zero is ``0.0``.
+An empty sample set gives ``0.0`` for each of its nine statistics in the summary (as the
+reference reports them; ``weighted_stats`` itself returns ``None``), and a ratio or
+throughput whose denominator is zero is ``0.0``.
 """
 from __future__ import annotations
 
@@ -279,11 +280,11 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
         if metric == "e2e_latency" and trajectories:
             out.update(trajectory_summary(requests))   # the reference puts them here
         stats = weighted_stats(*sets[metric])
-        out.update({f"{stat}_{metric}_ms": stats[stat] for stat in STAT_NAMES})
+        out.update({f"{stat}_{metric}_ms": _or_zero(stats[stat]) for stat in STAT_NAMES})
 
     positive = gaps > 0
     stats = weighted_stats(1000.0 / gaps[positive], weights[positive])
-    out.update({f"{stat}_{PER_USER_THROUGHPUT}": stats[stat] for stat in STAT_NAMES})
+    out.update({f"{stat}_{PER_USER_THROUGHPUT}": _or_zero(stats[stat]) for stat in STAT_NAMES})
 
     if sla.is_set:
         good = _good_mask(done, sla)
@@ -293,6 +294,11 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
         out["goodput_request_throughput_rps"] = _per_second(good_count, duration_ms)
         out["goodput_output_throughput_tok_s"] = _per_second(good_out, duration_ms)
     return out
+
+
+def _or_zero(x: Optional[float]) -> float:
+    """The reference reports the statistics of an empty sample set as 0.0."""
+    return 0.0 if x is None else x
 
 
 def trajectory_summary(requests: pd.DataFrame) -> dict:
