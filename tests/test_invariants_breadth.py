@@ -3,7 +3,6 @@ hypothesis workloads of ``test_invariants``: every request ends once, outputs ha
 length, timestamps are ordered and land on pass ends, KV stays within the pools."""
 from __future__ import annotations
 
-import dataclasses
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -271,15 +271,7 @@ class VllmScheduler:
             if not self.chunked and want > budget:
                 break
             take = want if want < budget else budget
-            for h in hit_hashes:
-                kv.acquire(h)
-            r.cached = list(hit_hashes)
-            r.n_private = 0
-            self._grow(r, hit + take)
-            waiting.popleft()
-            running.append(r)
-            r.state = RUNNING
-            r.computed = hit + take
+            self._start(r, hit_hashes, hit + take)
             r.pass_take = take
             if r.admissions == 0:
                 r.first_admit_ms = now
@@ -291,6 +283,19 @@ class VllmScheduler:
             plan.entries.append((r, hit, take))
             budget -= take
         return budget
+
+    def _start(self, r: EngineRequest, hit_hashes, tokens: int) -> None:
+        """Move the waiting head ``r`` into the running set, holding its cached prefix
+        (``hit_hashes``) and the blocks for its first ``tokens`` tokens."""
+        for h in hit_hashes:
+            self.kv.acquire(h)
+        r.cached = list(hit_hashes)
+        r.n_private = 0
+        self._grow(r, tokens)
+        self.waiting.popleft()
+        self.running.append(r)
+        r.state = RUNNING
+        r.computed = tokens
 
     def _admit_transferred_behind(self, now: float, plan: PassPlan, budget: int) -> int:
         """Decode role: transferred requests already hold their blocks, so they may pass a

@@ -37,7 +37,7 @@ passes even with requests waiting.
 from __future__ import annotations
 
 from simmodel.config import EngineConfig
-from simmodel.engine.request import DONE, RUNNING, EngineRequest
+from simmodel.engine.request import DONE, EngineRequest
 from simmodel.engine.scheduler import PassPlan, VllmScheduler
 from simmodel.engine.timing import TimingModel
 
@@ -101,7 +101,7 @@ class TrtllmScheduler(VllmScheduler):
 
     # -- admission --------------------------------------------------------------------
     def _admit(self, now: float, plan: PassPlan, budget: int) -> int:
-        waiting, running, kv = self.waiting, self.running, self.kv
+        waiting, running = self.waiting, self.running
         owed = self.owed() if waiting else 0
         spent = False                         # a request was admitted with no budget left
         while waiting and len(running) < self.max_seqs and not spent:
@@ -124,15 +124,7 @@ class TrtllmScheduler(VllmScheduler):
             if not self.chunked and want > budget:
                 break
             take = want if want < budget else budget
-            for h in hit_hashes:
-                kv.acquire(h)
-            r.cached = list(hit_hashes)
-            r.n_private = 0
-            self._grow(r, hit + take)
-            waiting.popleft()
-            running.append(r)
-            r.state = RUNNING
-            r.computed = hit + take
+            self._start(r, hit_hashes, hit + take)
             if take:
                 r.pass_take = take
                 plan.entries.append((r, hit, take))
