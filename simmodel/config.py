@@ -185,6 +185,10 @@ class EngineConfig:
         _non_negative_int("aic_mtp_seed", self.aic_mtp_seed)
         if not isinstance(self.sglang, SglangConfig):
             raise ConfigError("sglang", "must be a mapping")
+        if self.backend == "sglang" and self.sglang.chunked_prefill_size % self.effective_block_size:
+            raise ConfigError("sglang.chunked_prefill_size",
+                              f"must be a multiple of block_size ({self.effective_block_size}), "
+                              "as the reference requires")
 
     @property
     def accept_rates(self) -> tuple[float, ...]:

@@ -90,6 +90,10 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
         return _build_disaggregated(scenario, env, workload, streams, concurrency, record,
                                     scaling_policy)
     eng = cl.engine
+    if eng.dp_size > 1 and eng.backend == "sglang":
+        raise UserError(f"{scenario.source or 'scenario'}: cluster.engine.dp_size: attention DP "
+                        "with the sglang backend is not supported yet (its lock-step pass "
+                        "cost when ranks mix prefill and decode is not pinned down)")
     if eng.dp_size > 1 and rcfg.mode == "kv":
         raise UserError(f"{scenario.source or 'scenario'}: cluster.engine.dp_size: attention DP "
                         "with router mode kv is not supported yet (use round_robin)")

@@ -15,11 +15,16 @@ from simmodel.workload import read_mooncake
 from simmodel.workload.model import Prompt
 
 
-def seq(ids, run_len=512, length=None, bs=64, uid=0, output_ids=None) -> TokenSequence:
+def seq(ids, run_len=512, length=None, bs=64, uid=0, output_ids=None,
+        hashed=True) -> TokenSequence:
+    """A sequence with its full prompt blocks hashed (``hashed``), as the engine asks."""
     ids = tuple(ids)
     if length is None:
         length = len(ids) * run_len
-    return TokenSequence(Prompt(ids, run_len, length), bs, uid, output_ids)
+    s = TokenSequence(Prompt(ids, run_len, length), bs, uid, output_ids)
+    if hashed:
+        s.ensure(length // bs)
+    return s
 
 
 def tokens_of(prompt: Prompt) -> list[int]:
@@ -33,10 +38,11 @@ def common_prefix(a: list, b: list) -> int:
     return n
 
 
-def test_only_full_prompt_blocks_are_hashed_at_creation():
-    assert len(seq([0, 1], length=1000).hashes) == 1000 // 64
-    assert len(seq([0, 1], length=1024).hashes) == 16
-    assert len(seq([0], length=63).hashes) == 0
+def test_hashes_are_computed_on_demand_for_full_blocks_only():
+    s = seq([0, 1], length=1000, hashed=False)
+    assert s.hashes == []                                  # nothing hashed at creation
+    assert len(s.ensure(1000 // 64)) == 1000 // 64
+    assert len(seq([0, 1], length=1024).ensure(16)) == 16
 
 
 def test_equal_prefixes_give_equal_chains():
@@ -68,6 +74,8 @@ def test_a_shared_first_trace_block_gives_eight_equal_engine_hashes(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     w = read_mooncake(str(path))
     a, b = (TokenSequence(s.turns[0].prompt, 64, i) for i, s in enumerate(w.sessions))
+    a.ensure(16)
+    b.ensure(16)
     assert len(a.hashes) == len(b.hashes) == 16
     assert a.hashes[:8] == b.hashes[:8]
     assert a.hashes[8] != b.hashes[8]
@@ -156,6 +164,8 @@ def test_chains_agree_exactly_on_full_blocks_of_the_common_token_prefix(
     pa = Prompt(tuple(ids_a), run_a, max(1, len(ids_a) * run_a - cut_a))
     pb = Prompt(tuple(ids_b), run_b, max(1, len(ids_b) * run_b - cut_b))
     a, b = TokenSequence(pa, bs, 0), TokenSequence(pb, bs, 1)
+    a.ensure(pa.length // bs)
+    b.ensure(pb.length // bs)
     shared = common_prefix(tokens_of(pa), tokens_of(pb)) // bs
     n = min(len(a.hashes), len(b.hashes))
     for i in range(n):

@@ -114,7 +114,7 @@ def prefill_done_and_cached(router, workers, req, t):
     """What a worker reports at the end of ``req``'s prefill pass (at ``t``): its prompt
     blocks are Stored, and its first token drops it from the prefill load."""
     w = worker_of(workers, req)
-    hashes = req.seq.hashes[: req.prompt_len // BS]
+    hashes = req.seq.ensure(req.prompt_len // BS)[: req.prompt_len // BS]
     router.on_kv_events(w, [(t, STORED, h) for h in hashes])
     router.on_first_token(req)
     return w
@@ -168,7 +168,7 @@ def test_prefill_load_drops_at_first_token_and_blocks_at_completion():
 
     def probe():
         b = engine_request(prompt(2048))
-        return r._costs(b, b.seq.hashes[:32], [0], r.views)[0]
+        return r._costs(b, b.seq.ensure(32)[:32], [0], r.views)[0]
     assert probe() == 128.0
     r.on_first_token(a)
     assert probe() == 96.0

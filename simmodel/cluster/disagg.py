@@ -26,6 +26,7 @@ Event budget per request: one transfer process (one event when the delay is posi
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
@@ -114,9 +115,9 @@ class Handoff:
             d = self._choose_decode(req)
             if d is None:
                 raise RuntimeError("destination_first handoff needs an active decode worker")
+            # the prefill is submitted once the reservation succeeds (see _reserve)
             self._send_reservation(d, req)
-            if req.status == "rejected":
-                return                              # no decode worker could ever hold it
+            return
         # Routed after everything else at this instant (see clock.ROUTE_LAST).
         event_at(self.env, 0, ROUTE_LAST).callbacks.append(lambda _e: self._route_prefill(part))
 
@@ -233,6 +234,12 @@ class Handoff:
         rec = req.handoff
         rec.destination_reserved_ms = self.env.now
         rec.missing_tokens = missing
+        if self.order == "destination_first":
+            # SGLang: the prompt goes to a prefill worker only now, after everything else
+            # at this instant; one deferred reservation per decode pass end (measured)
+            event_at(self.env, 0, ROUTE_LAST).callbacks.append(
+                lambda _e: self._route_prefill(rec.prefill))
+            return math.inf
         return self._start_transfer_if_ready(d, req)
 
     def _start_transfer_if_ready(self, d, req: EngineRequest) -> float:

@@ -122,7 +122,7 @@ class KvRouter:
         if not cands:
             return None
         bs = self.bs
-        hashes = req.seq.hashes[: req.prompt_len // bs]
+        hashes = req.seq.ensure(req.prompt_len // bs)[: req.prompt_len // bs]
         isl = req.prompt_len
         overlaps = [self._overlap(views[i], hashes) for i in cands]
         costs = self._costs(req, hashes, overlaps, [views[i] for i in cands])
@@ -247,7 +247,7 @@ class KvRouter:
             return bump - arrival_s
         if policy == "lcfs":
             return bump + arrival_s
-        hashes = req.seq.hashes[: req.prompt_len // self.bs]
+        hashes = req.seq.ensure(req.prompt_len // self.bs)[: req.prompt_len // self.bs]
         for w in self.workers:
             w.sync(self.env.now)
         for v in self.views:

@@ -29,7 +29,7 @@ class TokenSequence:
     """The hash chain of one request's prompt + generated tokens at one block size.
 
     ``hashes[i]`` is the sequence hash of full block i; it is extended lazily by
-    ``ensure(n_blocks)`` as the sequence grows (prompt blocks at creation, output blocks
+    ``ensure(n_blocks)`` as the sequence grows (prompt blocks on first use, output blocks
     when decoding fills them).
     """
 
@@ -49,7 +49,8 @@ class TokenSequence:
                 starts.append(pos)
                 pos += count
             self._run_starts = starts
-        self.ensure(prompt.length // block_size)
+        # hashes are computed on demand (``ensure``): with 1-token blocks (SGLang) hashing
+        # every prompt up front would dominate the run time
 
     def ensure(self, n_blocks: int) -> list[int]:
         """Make ``hashes`` hold at least ``n_blocks`` entries (all must be full blocks of
