@@ -544,16 +544,8 @@ class VllmScheduler:
         passes.add_run(starts, stops, n, total + n * np.arange(m, dtype=np.int64), kv_active)
         done = []
         for r in running:
-            g0 = r.generated
-            r.generated = g0 + m
-            r.seq_len += m
             r.computed += m
-            if g0 == 1:
-                r.second_token_ms = first_end
-            _record_gaps(r, pass_idx0, last_idx, first_end)
-            r.last_token_ms = last_end
-            r.last_pass = last_idx
-            if r.generated >= r.max_output:
+            if emit_run(r, m, pass_idx0, last_idx, first_end, last_end):
                 r.state = DONE
                 r.status = "completed"
                 r.terminal_ms = last_end
@@ -562,6 +554,22 @@ class VllmScheduler:
         if done:
             self.running = [r for r in running if r.state == RUNNING]
         return done
+
+
+def emit_run(r: EngineRequest, m: int, pass_idx0: int, last_idx: int, first_end: float,
+             last_end: float) -> bool:
+    """A decoder's tokens from passes ``pass_idx0..last_idx`` of a coalesced run (one per
+    pass, the first ending at ``first_end``): counters, timestamps and ITL bookkeeping.
+    True if the request has reached its output length."""
+    g0 = r.generated
+    r.generated = g0 + m
+    r.seq_len += m
+    if g0 == 1:
+        r.second_token_ms = first_end
+    _record_gaps(r, pass_idx0, last_idx, first_end)
+    r.last_token_ms = last_end
+    r.last_pass = last_idx
+    return r.generated >= r.max_output
 
 
 def _record_gaps(r: EngineRequest, first: int, last: int, first_end: float) -> None:

@@ -63,7 +63,7 @@ import numpy as np
 from simmodel.config import EngineConfig
 from simmodel.engine.radix_cache import RadixCache
 from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
-from simmodel.engine.scheduler import PassPlan, _record_gaps
+from simmodel.engine.scheduler import PassPlan, _record_gaps, emit_run
 from simmodel.engine.timing import TimingModel, batch_new_tokens
 from simmodel.workload.model import RunPrompt
 
@@ -673,16 +673,9 @@ class SglangScheduler:
         passes.add_run(starts, stops, n, total + n * np.arange(m, dtype=np.int64), kv_active)
         done = []
         for r in running:
-            g0 = r.generated
-            r.generated = g0 + m
-            r.seq_len += m
+            finished = emit_run(r, m, pass_idx0, last_idx, first_end, last_end)
             r.computed = r.seq_len
-            if g0 == 1:
-                r.second_token_ms = first_end
-            _record_gaps(r, pass_idx0, last_idx, first_end)
-            r.last_token_ms = last_end
-            r.last_pass = last_idx
-            if r.generated >= r.max_output:
+            if finished:
                 r.state = DONE
                 r.status = "completed"
                 r.terminal_ms = last_end
