@@ -383,26 +383,10 @@ class VllmScheduler:
             if r.computed != r.seq_len:
                 continue                       # mid-prompt chunk: nothing to emit
             b = r.burst
-            g0 = r.generated
-            g = g0 + b
-            r.generated = g
-            r.seq_len += b
             if b > 1:
                 r.computed += b - 1            # the burst's KV was taken at scheduling
-                r.zero_gaps += b - 1           # its extra tokens come with the first
                 r.burst = 1
-            if g0 == 0:
-                r.first_token_ms = end_ms
-                plan.first_tokens.append(r)
-                if g >= 2:
-                    r.second_token_ms = end_ms
-            else:
-                if g0 == 1:
-                    r.second_token_ms = end_ms
-                _record_gaps(r, pass_idx, pass_idx, end_ms)
-            r.last_token_ms = end_ms
-            r.last_pass = pass_idx
-            if g >= r.max_output:
+            if emit(r, b, end_ms, pass_idx, plan.first_tokens):
                 r.state = DONE
                 r.terminal_ms = end_ms
                 if self.role == "prefill":
@@ -554,6 +538,31 @@ class VllmScheduler:
         if done:
             self.running = [r for r in running if r.state == RUNNING]
         return done
+
+
+def emit(r: EngineRequest, b: int, end_ms: float, pass_idx: int, first_tokens: list) -> bool:
+    """``r`` emits ``b`` tokens at the end of pass ``pass_idx`` (``b`` > 1: a speculative
+    burst, whose extra tokens come with the first, gaps of 0): counters, timestamps and
+    ITL bookkeeping; a first token puts ``r`` in ``first_tokens``.  True if the request
+    has reached its output length."""
+    g0 = r.generated
+    g = g0 + b
+    r.generated = g
+    r.seq_len += b
+    if b > 1:
+        r.zero_gaps += b - 1
+    if g0 == 0:
+        r.first_token_ms = end_ms
+        first_tokens.append(r)
+        if g >= 2:
+            r.second_token_ms = end_ms
+    else:
+        if g0 == 1:
+            r.second_token_ms = end_ms
+        _record_gaps(r, pass_idx, pass_idx, end_ms)
+    r.last_token_ms = end_ms
+    r.last_pass = pass_idx
+    return g >= r.max_output
 
 
 def emit_run(r: EngineRequest, m: int, pass_idx0: int, last_idx: int, first_end: float,

@@ -63,7 +63,7 @@ import numpy as np
 from simmodel.config import EngineConfig
 from simmodel.engine.radix_cache import RadixCache
 from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
-from simmodel.engine.scheduler import PassPlan, _record_gaps, emit_run
+from simmodel.engine.scheduler import PassPlan, emit, emit_run
 from simmodel.engine.timing import TimingModel, batch_new_tokens
 from simmodel.workload.model import RunPrompt
 
@@ -491,20 +491,9 @@ class SglangScheduler:
                 promoted.append(r)
                 if id(r) in mute:
                     continue
-            g = r.generated + 1
-            r.generated = g
-            r.seq_len += 1
+            finished = emit(r, 1, end_ms, pass_idx, plan.first_tokens)
             r.computed = r.seq_len
-            if g == 1:
-                r.first_token_ms = end_ms
-                plan.first_tokens.append(r)
-            else:
-                if g == 2:
-                    r.second_token_ms = end_ms
-                _record_gaps(r, pass_idx, pass_idx, end_ms)
-            r.last_token_ms = end_ms
-            r.last_pass = pass_idx
-            if g >= r.max_output:
+            if finished:
                 r.state = DONE
                 r.terminal_ms = end_ms
                 if self.role == "prefill":
@@ -527,26 +516,11 @@ class SglangScheduler:
     def _finish_decode(self, plan: PassPlan, end_ms: float, pass_idx: int) -> list:
         """``finish`` for a decode pass (the hot path: one token per running request)."""
         done = []
-        prev = pass_idx - 1
+        first_tokens = plan.first_tokens
         for r, _, _ in plan.entries:
-            g = r.generated + 1
-            r.generated = g
-            r.seq_len += 1
-            r.computed = r.seq_len
-            if g == 1:                             # decode role: first token here
-                r.first_token_ms = end_ms
-                plan.first_tokens.append(r)
-            else:
-                if g == 2:
-                    r.second_token_ms = end_ms
-                segs = r.segs
-                if r.last_pass == prev and segs and segs[-1] == prev:
-                    segs[-1] = pass_idx
-                else:
-                    _record_gaps(r, pass_idx, pass_idx, end_ms)
-            r.last_token_ms = end_ms
-            r.last_pass = pass_idx
-            if g >= r.max_output:
+            finished = emit(r, 1, end_ms, pass_idx, first_tokens)   # decode role: may be
+            r.computed = r.seq_len                                   # its first token
+            if finished:
                 r.state = DONE
                 r.terminal_ms = end_ms
                 r.status = "completed"
