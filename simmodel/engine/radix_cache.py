@@ -224,11 +224,18 @@ class RadixCache:
         (tokens, node where it ends).  Splits the edge it ends in (so the node exists).
         ``touch`` refreshes the LRU times of the nodes passed through entirely (the
         scheduler never asks for it: lookups do not refresh in the reference)."""
-        node = self.root
         if not self.caching:
-            return 0, node
+            return 0, self.root
+        pos, node, _, _ = self._walk(segs, limit - limit % self.page, touch)
+        return pos, node
+
+    def _walk(self, segs: list, limit: int, touch: bool):
+        """Follow ``segs`` down the tree for at most ``limit`` (page-aligned) tokens:
+        (tokens matched, node where the match ends, position in ``segs`` after it).  The
+        edge the match ends in is split so that node exists (both parts keep the LRU
+        time); with ``touch`` the nodes passed through entirely are refreshed."""
         page = self.page
-        limit -= limit % page
+        node = self.root
         pos, i, off = 0, 0, 0
         while pos < limit:
             child = node.children.get(_first_key(segs, i, off, page))
@@ -239,16 +246,16 @@ class RadixCache:
             if m == 0:
                 break
             if m < child.length:
-                # the matched head becomes its own node; both parts keep the LRU time
                 node = self._split(child, m)
                 pos += m
+                i, off = _advance(segs, i, off, m)
                 break
             if touch:
                 self._touch(child)
             node = child
             pos += m
             i, off = _advance(segs, i, off, m)
-        return pos, node
+        return pos, node, i, off
 
     def _split(self, child: Node, at: int) -> Node:
         """Cut ``child``'s label at ``at`` tokens: a new node takes the head."""
@@ -294,26 +301,7 @@ class RadixCache:
         ``TokenSequence`` (its block hashes name the pages in KV events)."""
         page = self.page
         length -= length % page
-        node = self.root
-        pos, i, off = 0, 0, 0
-        while pos < length:
-            child = node.children.get(_first_key(segs, i, off, page))
-            if child is None:
-                break
-            m = _common(child.segs, segs, i, off, min(child.length, length - pos))
-            m -= m % page
-            if m == 0:
-                break
-            if m < child.length:
-                # a node only partly covered keeps its LRU time, covered part included
-                node = self._split(child, m)
-                pos += m
-                i, off = _advance(segs, i, off, m)
-                break
-            self._touch(child)
-            node = child
-            pos += m
-            i, off = _advance(segs, i, off, m)
+        pos, node, i, off = self._walk(segs, length, True)
         already = pos
         if pos < length:
             label, _, _ = _take(segs, i, off, length - pos)
