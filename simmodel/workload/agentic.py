@@ -60,7 +60,7 @@ from typing import Any, Optional
 
 from simmodel.errors import UserError
 from simmodel.workload.model import Dependency, Prompt, Session, Turn, Workload
-from simmodel.workload.mooncake import (_RowError, _check_int_list, _field, _is_int,
+from simmodel.workload.mooncake import (_RowError, open_trace, _check_int_list, _field, _is_int,
                                        _output_fields, speedup_ratio,
                                         _number)
 
@@ -106,12 +106,7 @@ def read_agentic(path: str, *, trace_block_size: int = 512,
             f"trace_block_size must be a positive integer, got {trace_block_size!r}")
     ratio = speedup_ratio(arrival_speedup_ratio)
 
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except OSError as e:
-        raise UserError(f"{path}: cannot read file ({e.strerror or e})") from None
+    f = open_trace(path)
 
     nodes: list[_Node] = []
     by_id: dict[str, _Node] = {}

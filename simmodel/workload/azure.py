@@ -32,7 +32,7 @@ import re
 
 from simmodel.errors import UserError
 from simmodel.workload.model import Prompt, Session, Turn, Workload
-from simmodel.workload.mooncake import speedup_ratio
+from simmodel.workload.mooncake import open_trace, speedup_ratio
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
@@ -93,14 +93,7 @@ def read_azure(path: str, *, arrival_speedup_ratio: float = 1.0,
             f"engine_block_size must be a positive integer, got {engine_block_size!r}")
     ratio = speedup_ratio(arrival_speedup_ratio)
 
-    try:
-        f = open(path, encoding="utf-8-sig", newline="")
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a folder, expected an Azure CSV file") from None
-    except OSError as e:
-        raise UserError(f"{path}: cannot read file ({e.strerror or e})") from None
+    f = open_trace(path, "an Azure CSV file", encoding="utf-8-sig", newline="")
 
     rows: list[tuple[int, int, int, int]] = []      # (line, ticks, context, generated)
     with f:

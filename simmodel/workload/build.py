@@ -31,19 +31,16 @@ def build_workload(cfg: WorkloadConfig, *, engine_block_size: int, streams: Stre
     if cfg.synthetic is not None:
         return generate_synthetic(cfg.synthetic, engine_block_size=engine_block_size,
                                   streams=streams)
-    if cfg.format == "mooncake":
+    if cfg.format in ("mooncake", "mooncake-delta"):
         return read_mooncake(cfg.trace, trace_block_size=cfg.trace_block_size,
-                             arrival_speedup_ratio=cfg.arrival_speedup_ratio)
+                             arrival_speedup_ratio=cfg.arrival_speedup_ratio,
+                             prompt_mode="delta" if cfg.format == "mooncake-delta" else "full")
     if cfg.format == "azure":
         return read_azure(cfg.trace, arrival_speedup_ratio=cfg.arrival_speedup_ratio,
                           engine_block_size=engine_block_size)
     if cfg.format == "weka":
         return read_weka(cfg.trace, arrival_speedup_ratio=cfg.arrival_speedup_ratio,
                          think_time_cap_ms=cfg.think_time_cap_ms)
-    if cfg.format == "mooncake-delta":
-        return read_mooncake(cfg.trace, trace_block_size=cfg.trace_block_size,
-                             arrival_speedup_ratio=cfg.arrival_speedup_ratio,
-                             prompt_mode="delta")
     if cfg.format == "agentic":
         # a v2 trace's header block_size overrides trace_block_size
         return read_agentic(cfg.trace, trace_block_size=cfg.trace_block_size,

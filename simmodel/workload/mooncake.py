@@ -98,6 +98,22 @@ _INT_ONLY = {int}       # set(map(type, ...)) <= {int}: no bools, floats or stri
 
 
 
+def open_trace(path: str, what: Optional[str] = None, **open_args):
+    """Open a trace file (binary unless ``open_args`` say otherwise); a missing or
+    unreadable file is a one-line ``UserError`` naming it (a folder, when ``what`` names
+    the file expected: "is a folder, expected <what>")."""
+    try:
+        return open(path, **(open_args or {"mode": "rb"}))
+    except FileNotFoundError:
+        raise UserError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        if what is None:
+            raise UserError(f"{path}: cannot read file (Is a directory)") from None
+        raise UserError(f"{path}: is a folder, expected {what}") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read file ({e.strerror or e})") from None
+
+
 def speedup_ratio(value: Any) -> float:
     """Validate an ``arrival_speedup_ratio`` argument (every trace reader takes one)."""
     if (isinstance(value, bool) or not isinstance(value, (int, float))
@@ -159,12 +175,7 @@ def read_mooncake(path: str, *, trace_block_size: int = 512,
     generated_names: dict[str, int] = {}
     loads = json.loads
 
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except OSError as e:
-        raise UserError(f"{path}: cannot read file ({e.strerror or e})") from None
+    f = open_trace(path)
 
     with f:
         lineno = 0
