@@ -96,13 +96,9 @@ class Handoff:
             self._bind(w)
 
     def _bind(self, w) -> None:
-        w.holds_more = self._holds_more
+        # the handoffs bound to a decode worker and not yet activated (queued, deferred or
+        # reserved): its queued decode requests, and work that keeps it from leaving
         w.inbound = lambda i=w.idx: self._inbound[i]
-
-    def _holds_more(self, w) -> bool:
-        """A decode worker still has reservations queued or deferred (it cannot leave)."""
-        i = w.idx
-        return bool(self.pending.get(i) or self.deferred.get(i))
 
     # -- 1. prefill ---------------------------------------------------------------------
     def route(self, req: EngineRequest) -> None:

@@ -41,7 +41,6 @@ class Worker:
         self.created_ms = 0.0
         self.removed_ms = None
         self.on_drained = None            # callable(worker) when a draining worker empties
-        self.holds_more = None            # callable(worker) -> handoff work still bound here
         self.inbound = None               # callable() -> handoffs bound here, not activated
         self.end_priority = pass_end_priority(idx)   # set again for pooled workers
         # Woken from idle, batch after events of this priority (a disaggregated prefill
@@ -254,7 +253,7 @@ class Worker:
         pending step."""
         return not (self.sched.has_work() or self.sched.held or self._next_commands
                     or self._commands or self._end_hooks
-                    or (self.holds_more is not None and self.holds_more(self)))
+                    or (self.inbound is not None and self.inbound()))
 
     def _settle_rejected(self, plan, end: float) -> None:
         """Rejections, like every effect of a pass, become visible at its end."""
