@@ -108,11 +108,12 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
         router = RoundRobin(workers, dp=eng.dp_size)
     driver = Driver(env, workload, router, block_size=bs, max_model_len=eng.max_model_len,
                     concurrency=concurrency, output_rng=streams["output_tokens"])
-    notify = driver.on_done
     if kv_mode:
         def notify(req, _driver=driver.on_done, _router=router.on_done):
             _router(req)
             _driver(req)
+    else:
+        notify = driver.on_done
     def make_worker(i: int) -> Worker:
         sched = make_scheduler(eng, timing, record_events=record or kv_mode, worker=i)
         return Worker(env, i, sched, notify, record_events=record,
@@ -125,24 +126,18 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
     if kv_mode:
         router.attach()
     for w in workers:
-        env.process(w.run())
+        _spawn(env, w)
     planner = None
     if scaling_policy is not None:
-        def start_worker(i: int) -> Worker:
-            w = make_worker(i)
-            env.process(w.run())
-            return w
-        pool = ScalablePool("decode", workers, start_worker, _startup_ms(eng),
-                            router.topology_changed)
+        pool = ScalablePool("decode", workers, lambda i: _spawn(env, make_worker(i)),
+                            _startup_ms(eng), router.topology_changed)
         planner = _start_planner(env, scaling_policy, {"decode": pool}, driver)
         if kv_mode:
             router.traffic = planner.traffic
     driver.start()
     cluster = Cluster(env, workers, router, driver, workload)
     cluster.planner = planner
-    queue = ((lambda: len(router.queue) + len(router.waiting)) if kv_mode
-             else (lambda: len(router.waiting)))
-    _start_telemetry(cluster, scenario, {"agg": workers}, {"agg": queue})
+    _start_telemetry(cluster, scenario, {"agg": workers}, {"agg": router.queued})
     return cluster
 
 
@@ -153,6 +148,12 @@ def _start_telemetry(cluster: Cluster, scenario: Scenario, pools: dict, queues: 
     cluster.telemetry = Telemetry(cluster.env, pools, queues, cluster.driver,
                                   scenario.telemetry.interval_ms, scenario.run.max_sim_time_ms)
     cluster.env.process(cluster.telemetry.run())
+
+
+def _spawn(env: simpy.Environment, w: Worker) -> Worker:
+    """Start ``w``'s process."""
+    env.process(w.run())
+    return w
 
 
 def _startup_ms(eng) -> float | None:
@@ -227,20 +228,16 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
         handoff.prefill_router.attach()
         handoff.decode_router.attach()
     for w in prefill_workers + decode_workers:
-        env.process(w.run())
+        _spawn(env, w)
     planner = None
     if scaling_policy is not None:
-        def starter(role):
-            def start_worker(i: int) -> Worker:
-                w = make_worker(role, i)
-                env.process(w.run())
-                return w
-            return start_worker
         scalable = {
-            "prefill": ScalablePool("prefill", prefill_workers, starter("prefill"),
+            "prefill": ScalablePool("prefill", prefill_workers,
+                                    lambda i: _spawn(env, make_worker("prefill", i)),
                                     _startup_ms(cl.prefill.engine),
                                     handoff.prefill_topology_changed),
-            "decode": ScalablePool("decode", decode_workers, starter("decode"),
+            "decode": ScalablePool("decode", decode_workers,
+                                   lambda i: _spawn(env, make_worker("decode", i)),
                                    _startup_ms(cl.decode.engine),
                                    handoff.decode_topology_changed),
         }
@@ -250,12 +247,7 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
     driver.start()
     cluster = Cluster(env, decode_workers, handoff, driver, workload, prefill_workers)
     cluster.planner = planner
-    pr, dr = handoff.prefill_router, handoff.decode_router
-    queues = {
-        "prefill": ((lambda: len(pr.queue) + len(pr.waiting)) if pr is not None
-                    else (lambda: len(handoff._rr_p.waiting))),
-        "decode": lambda: len(handoff._await_decode) + (len(dr.waiting) if dr else 0),
-    }
+    queues = {pool: (lambda pool=pool: handoff.queued()[pool]) for pool in ("prefill", "decode")}
     _start_telemetry(cluster, scenario, {"prefill": prefill_workers, "decode": decode_workers},
                      queues)
     return cluster

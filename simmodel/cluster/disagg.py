@@ -130,6 +130,15 @@ class Handoff:
         else:
             self._rr_p.topology_changed()
 
+    def queued(self) -> dict:
+        """Requests held by each pool's routing (telemetry's ``router_queue``): waiting for
+        a prefill worker (or in the prefill KV router's queue); handoffs waiting for an
+        active decode worker."""
+        prefill = self.prefill_router or self._rr_p
+        decode = len(self._await_decode) + (self.decode_router.queued()
+                                             if self.decode_router is not None else 0)
+        return {"prefill": prefill.queued(), "decode": decode}
+
     def decode_topology_changed(self) -> None:
         """Decode workers joined or left (scaling): handoffs that waited for an active
         decode worker go on, in order."""

@@ -263,6 +263,10 @@ class KvRouter:
             _, _, _, req = heapq.heappop(self.queue)
             self._place(req)
 
+    def queued(self) -> int:
+        """Requests held here: in the queue, or waiting for an active worker."""
+        return len(self.queue) + len(self.waiting)
+
     def topology_changed(self) -> None:
         """Workers joined or left (scaling): new views; release the requests that were
         waiting for an active worker, then the queue."""

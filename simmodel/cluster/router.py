@@ -46,6 +46,10 @@ class RoundRobin:
                 return w
         return None
 
+    def queued(self) -> int:
+        """Requests held here (no active worker yet)."""
+        return len(self.waiting)
+
     def _next_slot(self):
         n = len(self.workers)
         total = n * self.dp
