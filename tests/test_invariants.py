@@ -224,3 +224,35 @@ def test_long_decode_runs_interrupted_by_arrivals(tmp_path, n_long, n_short, out
     check_invariants(a, spec)
     assert_same_runs(a, b)
     assert np.isfinite(a.requests.e2e_latency_ms).all()
+
+
+def test_request_released_after_a_batch_formed_at_its_instant(tmp_path):
+    # Found by hypothesis: at 28.65 ms worker 0's pass ends and its next pass is formed;
+    # in the same instant worker 1 rejects s2's turn 1 (over max_model_len), which
+    # releases turn 2 onto worker 0.  It must wait for the pass after the one formed at
+    # that instant (rejected at the end of the pass starting at the next boundary),
+    # whether worker 0 steps pass by pass or covers its decode passes with one run.
+    rows = [{"hash_ids": [100, 101, 102, 103, 1000, 1001], "input_length": 95,
+             "output_length": 6, "timestamp": 4},
+            {"hash_ids": [100, 101, 102, 103, 1002, 1003], "input_length": 3,
+             "output_length": 8, "session_id": "s1", "timestamp": 0},
+            {"hash_ids": [1004], "input_length": 16, "output_length": 1, "timestamp": 0},
+            {"hash_ids": [1005, 1006], "input_length": 1, "output_length": 1, "timestamp": 0},
+            {"hash_ids": [0, 1007, 1008], "input_length": 48, "output_length": 1,
+             "session_id": "s2", "timestamp": 4},
+            {"hash_ids": [1009], "input_length": 16, "output_length": 2, "session_id": "s2",
+             "delay": 0},
+            {"hash_ids": [1010], "input_length": 16, "output_length": 1, "session_id": "s2",
+             "delay": 0}]
+    engine = {"block_size": 8, "num_gpu_blocks": 4, "max_num_batched_tokens": 8192,
+              "max_num_seqs": 256, "enable_chunked_prefill": False,
+              "enable_prefix_caching": False, "max_model_len": 8}
+    spec = {"rows": rows, "engine": engine, "workers": 2, "trace_block_size": 16,
+            "record_kv_events": False}
+    coalesced, stepped = run(tmp_path, spec, True), run(tmp_path, spec, False)
+    assert_same_runs(coalesced, stepped)
+    r = stepped.requests
+    t2 = r[(r.session_id == "s2") & (r.turn_index == 2)].iloc[0]
+    ends = stepped.passes[stepped.passes.worker == 0].end_ms.tolist()
+    k = ends.index(t2.arrival_time_ms)       # it arrives exactly at a pass end of worker 0
+    assert t2.terminal_status == "rejected" and t2.terminal_time_ms == ends[k + 2]

@@ -17,6 +17,8 @@ The worker owns a pure ``VllmScheduler`` and drives it in simulated time:
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import simpy
 
@@ -26,6 +28,22 @@ from simmodel.engine.request import EngineRequest
 from simmodel.engine.scheduler import VllmScheduler
 from simmodel.errors import UserError
 from simmodel.metrics.passlog import PassLog
+
+
+def _note_formed(env: simpy.Environment, key: float) -> None:
+    """A batch was formed at this instant after a barrier of order ``key`` (a barrier set
+    up at a pass end is ordered by that worker's pass-end priority; one set up by a wake-up
+    comes after all of those: ``inf``)."""
+    if getattr(env, "formed_at", None) != env.now:
+        env.formed_at, env.formed_key = env.now, key
+    elif key > env.formed_key:
+        env.formed_key = key
+
+
+def _formed_before(env: simpy.Environment, w) -> bool:
+    """Whether ``w``, had it stepped pass by pass, would have formed its batch at this
+    instant before now: a barrier later in order than its own has already been passed."""
+    return getattr(env, "formed_at", None) == env.now and env.formed_key > w.end_priority
 
 
 class Worker:
@@ -147,11 +165,13 @@ class Worker:
                 self.on_drained(self)          # finished its in-flight work: leaves
                 return
             barrier = LATE
+            woken = False
             if not sched.has_work():
                 self.wake = env.event()
                 yield self.wake
                 self.wake = None
                 barrier = self.wake_barrier
+                woken = True
                 if self._commands or self._end_hooks:
                     self._apply_commands()
                     if not sched.has_work():
@@ -159,6 +179,7 @@ class Worker:
             if env.peek() <= env.now:
                 # Let every arrival of this instant reach the queue before batching.
                 yield event_at(env, 0, barrier)
+                _note_formed(env, math.inf if woken else self.end_priority)
             start = env.now
             # (a command waiting for the end of the next pass needs that pass on its own)
             run = sched.decode_run() if self.coalesce and not self._next_commands else None
@@ -286,7 +307,14 @@ class Worker:
             # A request arrived at t: passes that started before t run to their end.
             t = env.now
             # passes that started before t: pass j starts at ends[j-1] (pass 0 at start)
-            m = 0 if t <= start else min(len(durations), int(np.searchsorted(ends, t)) + 1)
+            # (a run that began at t was formed before this submit, as a stepped pass
+            # would have been: its first pass stands)
+            m = 0 if t < start else min(len(durations), int(np.searchsorted(ends, t)) + 1)
+            if 0 < m < len(durations) and ends[m - 1] == t and _formed_before(env, self):
+                # stepping pass by pass, this worker would already have formed its pass
+                # starting at t (its barrier comes before the one whose batch released
+                # this request): that pass runs too
+                m += 1
             if m and ends[m - 1] > t:
                 yield event_at_time(env, float(ends[m - 1]), self.end_priority)
         self._commit_run(m)
