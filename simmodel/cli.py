@@ -13,9 +13,15 @@ over ``read_result`` -> ``simmodel.compare`` / ``simmodel.plots`` to explore res
 ``simmodel plot RESULT_DIR... --out FIG.png [--kind cdf|timeline|breakdown|throughput]
 [--metric M] [--worker N] [--log-x] [--sla-ms X]``
     draws one figure of the runs (``simmodel.plots.figure_for``) and writes it atomically.
+``simmodel plot SWEEP_DIR --out FIG.png --kind sweep|pareto|probes [--x KEY] [--y KEY]
+[--hue KEY] [--cost K] [--value K] [--metric M] [--log-y] [--sla-ms X]``
+    draws one figure of a sweep or search folder (``simmodel.plots.capacity_figure``): a
+    summary key against a varied key (``sweep``; the SLA line defaults to the spec's), cost
+    against value with the Pareto front (``pareto``), or a search's probes (``probes``).
 
 A user mistake (bad scenario, bad trace, bad override, unwritable output, missing or
-invalid result directory, bad measured file, unknown key or plot kind) prints
+invalid result directory or sweep folder, bad measured file, unknown key, column or plot
+kind) prints
 ``simmodel: error: <one line>`` to stderr and exits with status 2, without a traceback,
 without creating ``--out`` and without printing part of a table.
 """
@@ -56,6 +62,15 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="simmodel", description="SimPy simulator of LLM-serving clusters.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(sub)
+    _add_compare(sub)
+    _add_plot(sub)
+    from simmodel.capacity.cli import register
+    register(sub)
+    return parser
+
+
+def _add_run(sub) -> None:
     run = sub.add_parser("run", help="run one scenario and print its summary",
                          description="Run one scenario and print its summary.")
     run.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
@@ -66,8 +81,13 @@ def _parser() -> argparse.ArgumentParser:
                      help="override run.max_sim_time_ms (stop the simulation at X ms)")
     run.add_argument("--quiet", action="store_true",
                      help="no progress line (shown on a terminal once a run takes over 1 s)")
+    run.add_argument("--summary-only", action="store_true",
+                     help="with --out: write summary.json and scenario.json only (no "
+                          "per-request or per-pass tables)")
     run.set_defaults(func=_cmd_run)
 
+
+def _add_compare(sub) -> None:
     compare = sub.add_parser(
         "compare", help="compare the summaries of result directories",
         description="Print the headline summary metrics of result directories (written by "
@@ -82,26 +102,45 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--keys", metavar="K1,K2",
                          help="summary keys to compare (comma-separated; default: the "
                               "headline metrics)")
+    _add_label_by(compare)
     compare.set_defaults(func=_cmd_compare)
 
+
+def _add_plot(sub) -> None:
+
     plot = sub.add_parser(
-        "plot", help="draw a figure of result directories",
+        "plot", help="draw a figure of result directories or of a sweep folder",
         description="Draw one figure of result directories (written by "
-                    "`simmodel run --out`) into an image file.")
-    plot.add_argument("results", nargs="+", metavar="RESULT_DIR", help="result directory")
+                    "`simmodel run --out`; kinds cdf, timeline, breakdown, throughput), or "
+                    "of one sweep folder (written by `simmodel sweep` or `simmodel search` "
+                    "with --out; kinds sweep, pareto, probes), into an image file.")
+    plot.add_argument("results", nargs="+", metavar="RESULT_DIR",
+                      help="result directory, or one sweep folder for sweep/pareto/probes")
     plot.add_argument("--out", required=True, metavar="FIG.png",
                       help="image file to write (format from its extension; default png)")
     plot.add_argument("--kind", default="cdf", metavar="KIND",
-                      help="cdf | timeline | breakdown | throughput (default: cdf)")
+                      help="cdf | timeline | breakdown | throughput (result directories; "
+                           "default: cdf) | sweep | pareto | probes (one sweep folder)")
     plot.add_argument("--metric", metavar="M",
                       help="cdf: request column (default ttft_ms); throughput: summary key "
-                           "on the y axis (default p99_ttft_ms)")
+                           "on the y axis (default p99_ttft_ms); probes: metric on the y "
+                           "axis (default: the search's first target key)")
     plot.add_argument("--worker", type=int, default=0, metavar="N",
                       help="timeline: worker N of the first run (default 0)")
     plot.add_argument("--log-x", action="store_true", help="cdf: logarithmic x axis")
-    plot.add_argument("--sla-ms", type=float, metavar="X", help="cdf: an SLA line at X ms")
+    plot.add_argument("--sla-ms", type=float, metavar="X",
+                      help="cdf: an SLA line at X ms; sweep: a horizontal SLA line at X "
+                           "(default: the sweep spec's SLA matching --y: ttft_ms, itl_ms "
+                           "for itl/tpot, e2e_ms)")
+    _add_capacity_plot_options(plot)
+    _add_label_by(plot)
     plot.set_defaults(func=_cmd_plot)
-    return parser
+
+
+def _add_label_by(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--label-by", metavar="K1,K2",
+                   help="label runs by these dotted scenario settings (from each folder's "
+                        "scenario.json) instead of by folder name")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -109,6 +148,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from simmodel.scenario import load_scenario
 
     scenario = _apply_overrides(load_scenario(args.scenario), args)
+    if args.summary_only and args.out is None:
+        raise UserError("--summary-only: needs --out")
     if args.out is not None:
         _check_out_dir(args.out)
 
@@ -127,7 +168,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(format_summary(result.summary))
     if args.out is not None:
         try:
-            write_result(result, args.out)
+            write_result(result, args.out, summary_only=args.summary_only)
         except OSError as e:
             raise UserError(f"--out: cannot write results to {args.out}: "
                             f"{e.strerror or e}") from None
@@ -144,7 +185,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         keys = [k.strip() for k in args.keys.split(",") if k.strip()]
         if not keys:
             raise UserError("--keys: no key given")
-    runs = _read_results(args.results)
+    runs = _read_results(args.results, args.label_by, tables=args.measured is not None)
     measured = load_measured(args.measured) if args.measured is not None else None
     try:
         table = compare_summaries({label: r.summary for label, r in runs.items()}, keys)
@@ -163,24 +204,50 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_plot(args: argparse.Namespace) -> int:
-    from simmodel.plots import FIGURE_KINDS    # no pyplot import, so no backend yet
+def _add_capacity_plot_options(plot: argparse.ArgumentParser) -> None:
+    """The ``plot`` options of the sweep-folder kinds (sweep, pareto, probes)."""
+    plot.add_argument("--x", metavar="KEY",
+                      help="sweep: varied scenario key on the x axis (e.g. cluster.workers)")
+    plot.add_argument("--y", metavar="KEY",
+                      help="sweep: summary key on the y axis, without _mean (e.g. "
+                           "p99_ttft_ms)")
+    plot.add_argument("--hue", metavar="KEY",
+                      help="sweep, pareto: varied key giving one line / colour per value "
+                           "(e.g. cluster.router.mode)")
+    plot.add_argument("--cost", default="gpu_hours", metavar="K",
+                      help="pareto: summary key or column on the x axis, lower is better "
+                           "(default gpu_hours)")
+    plot.add_argument("--value", default="goodput_completed_requests", metavar="K",
+                      help="pareto: summary key on the y axis, higher is better (default "
+                           "goodput_completed_requests)")
+    plot.add_argument("--log-y", action="store_true", help="sweep: logarithmic y axis")
 
-    if args.kind not in FIGURE_KINDS:
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    # no pyplot import, so no backend yet
+    from simmodel.plots import CAPACITY_KINDS, FIGURE_KINDS
+
+    if args.kind not in FIGURE_KINDS + CAPACITY_KINDS:
         raise UserError(f"--kind: unknown plot kind {args.kind!r}; "
-                        f"valid kinds: {', '.join(FIGURE_KINDS)}")
+                        f"valid kinds: {', '.join(FIGURE_KINDS + CAPACITY_KINDS)}")
     fmt = _check_figure_out(args.out)
-    runs = _read_results(args.results)
+    capacity = args.kind in CAPACITY_KINDS
+    data = _read_sweep_folder(args) if capacity else _read_results(args.results, args.label_by)
 
     import matplotlib
     matplotlib.use("Agg")                # files only; never a window
     import matplotlib.pyplot as plt
 
-    from simmodel.plots import figure_for
+    from simmodel.plots import capacity_figure, figure_for
 
     try:
-        fig = figure_for(args.kind, runs, metric=args.metric, worker=args.worker,
-                         log_x=args.log_x, sla_ms=args.sla_ms)
+        if capacity:
+            fig = capacity_figure(args.kind, data, x=args.x, y=args.y, hue=args.hue,
+                                  sla=args.sla_ms, log_y=args.log_y, cost=args.cost,
+                                  value=args.value, metric=args.metric)
+        else:
+            fig = figure_for(args.kind, data, metric=args.metric, worker=args.worker,
+                             log_x=args.log_x, sla_ms=args.sla_ms)
     except ValueError as e:
         raise UserError(f"{args.kind} plot: {e}") from None
     try:
@@ -193,19 +260,58 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _read_results(dirs: Sequence[str]) -> dict:
-    """``read_result`` of each directory, keyed by its base name (made unique)."""
+def _read_sweep_folder(args: argparse.Namespace) -> dict:
+    """The tables of the one sweep folder a capacity plot reads (``read_sweep_dir``);
+    checks that ``--kind sweep`` has ``--x`` and ``--y``, naming the keys there are."""
+    from simmodel.plots.capacity_data import read_sweep_dir, summary_keys, varied_keys
+
+    if len(args.results) != 1:
+        raise UserError(f"--kind {args.kind}: give one sweep folder, "
+                        f"not {len(args.results)} directories")
+    data = read_sweep_dir(args.results[0])
+    if args.kind == "sweep" and (args.x is None or args.y is None):
+        summary = data["summary"]
+        raise UserError(f"--kind sweep needs --x KEY and --y KEY; varied keys: "
+                        f"{', '.join(varied_keys(summary)) or 'none'}; summary keys: "
+                        f"{', '.join(summary_keys(summary)) or 'none'}")
+    return data
+
+
+def _read_results(dirs: Sequence[str], label_by: Optional[str] = None,
+                  tables: bool = True) -> dict:
+    """``read_result`` of each directory, keyed by its base name, or with ``label_by``
+    (comma-separated dotted scenario keys) by those settings from its scenario.json;
+    labels are made unique."""
     from simmodel.report import read_result
 
     runs: dict = {}
     for d in dirs:
+        result = read_result(d, tables=tables)
         base = os.path.basename(os.path.abspath(d)) or d
+        if label_by:
+            base = _settings_label(d, result.scenario, label_by)
         label, n = base, 1
         while label in runs:
             n += 1
             label = f"{base}_{n}"
-        runs[label] = read_result(d)
+        runs[label] = result
     return runs
+
+
+def _settings_label(folder: str, scenario: Optional[dict], label_by: str) -> str:
+    """``"cluster.workers=4, cluster.router.mode=kv"`` from a result's scenario.json."""
+    if scenario is None:
+        raise UserError(f"--label-by: {folder} has no scenario.json (written by an older "
+                        "simmodel)")
+    parts = []
+    for key in (k.strip() for k in label_by.split(",") if k.strip()):
+        node = scenario
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise UserError(f"--label-by: {key}: not a setting in {folder}/scenario.json")
+            node = node[part]
+        parts.append(f"{key}={node}")
+    return ", ".join(parts)
 
 
 def _check_figure_out(out: str) -> str:

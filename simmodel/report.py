@@ -21,6 +21,7 @@ import numpy as np
 from simmodel.result import Result
 
 SUMMARY_FILE = "summary.json"
+SCENARIO_FILE = "scenario.json"
 REQUESTS_FILE = "requests.parquet"
 PASSES_FILE = "passes.parquet"
 KV_EVENTS_FILE = "kv_events.parquet"
@@ -29,7 +30,7 @@ TELEMETRY_FILE = "telemetry.parquet"
 #: Every file ``write_result`` may produce; in an existing output directory, one that is
 #: not produced this time (kv_events, lifecycle, telemetry) is removed so no stale result
 #: remains.
-RESULT_FILES = (SUMMARY_FILE, REQUESTS_FILE, PASSES_FILE, KV_EVENTS_FILE, LIFECYCLE_FILE,
+RESULT_FILES = (SUMMARY_FILE, SCENARIO_FILE, REQUESTS_FILE, PASSES_FILE, KV_EVENTS_FILE, LIFECYCLE_FILE,
                 TELEMETRY_FILE)
 #: Optional tables: file name -> ``Result`` attribute.
 _OPTIONAL_TABLES = ((KV_EVENTS_FILE, "kv_events"), (LIFECYCLE_FILE, "lifecycle"),
@@ -43,10 +44,13 @@ _LATENCY_COLS = (("mean", "mean"), ("p50", "median"), ("p90", "p90"), ("p99", "p
                  ("max", "max"))
 
 
-def write_result(result: Result, out_dir: Union[str, os.PathLike]) -> None:
-    """Write ``summary.json``, ``requests.parquet``, ``passes.parquet`` (and
-    ``kv_events.parquet``, ``lifecycle.parquet``, ``telemetry.parquet`` when the result has
-    those tables) into ``out_dir``.
+def write_result(result: Result, out_dir: Union[str, os.PathLike], *,
+                 summary_only: bool = False) -> None:
+    """Write ``summary.json``, ``scenario.json`` (the scenario as resolved: every
+    setting, defaults included, so a result folder says what produced it),
+    ``requests.parquet``, ``passes.parquet`` (and ``kv_events.parquet``,
+    ``lifecycle.parquet``, ``telemetry.parquet`` when the result has those tables) into
+    ``out_dir``; with ``summary_only``, the two JSON files only.
 
     Missing parent directories are created (and removed again on failure).  On any error
     nothing is left behind: no temporary directory, no half-written file.
@@ -58,7 +62,7 @@ def write_result(result: Result, out_dir: Union[str, os.PathLike]) -> None:
     tmp = None
     try:
         tmp = _make_temp_sibling(out_dir)
-        written = _write_files(result, tmp)
+        written = _write_files(result, tmp, summary_only)
         _move_into_place(tmp, out_dir, written)
     except BaseException:
         if tmp is not None:
@@ -108,13 +112,23 @@ def _make_temp_sibling(out_dir: str) -> str:
             continue
 
 
-def _write_files(result: Result, folder: str) -> list[str]:
+def _write_files(result: Result, folder: str, summary_only: bool = False) -> list[str]:
     with open(os.path.join(folder, SUMMARY_FILE), "w", encoding="utf-8") as f:
         json.dump(_jsonable(result.summary), f, indent=2, allow_nan=False)
         f.write("\n")
+    written = [SUMMARY_FILE]
+    if result.scenario is not None:
+        import dataclasses
+        with open(os.path.join(folder, SCENARIO_FILE), "w", encoding="utf-8") as f:
+            json.dump(_jsonable(dataclasses.asdict(result.scenario)), f, indent=2,
+                      allow_nan=False)
+            f.write("\n")
+        written.append(SCENARIO_FILE)
+    if summary_only:
+        return written
     result.requests.to_parquet(os.path.join(folder, REQUESTS_FILE), index=False)
     result.passes.to_parquet(os.path.join(folder, PASSES_FILE), index=False)
-    written = [SUMMARY_FILE, REQUESTS_FILE, PASSES_FILE]
+    written += [REQUESTS_FILE, PASSES_FILE]
     for name, attr in _OPTIONAL_TABLES:
         table = getattr(result, attr)
         if table is not None:
@@ -123,10 +137,12 @@ def _write_files(result: Result, folder: str) -> list[str]:
     return written
 
 
-def read_result(out_dir: Union[str, os.PathLike]) -> Result:
+def read_result(out_dir: Union[str, os.PathLike], *, tables: bool = True) -> Result:
     """Load a directory written by ``write_result`` (``simmodel run --out``) back into a
-    ``Result`` (``scenario`` is None; optional tables are None when absent).  A missing
-    or unreadable directory raises ``UserError`` naming it."""
+    ``Result`` (``scenario``: the ``scenario.json`` mapping, or None in folders written
+    before it existed; optional tables are None when absent).  ``tables=False`` also
+    accepts a ``--summary-only`` folder (``requests`` / ``passes`` are then None).  A
+    missing or unreadable directory raises ``UserError`` naming it."""
     import pandas as pd
 
     from simmodel.errors import UserError
@@ -134,21 +150,29 @@ def read_result(out_dir: Union[str, os.PathLike]) -> Result:
     folder = os.fspath(out_dir)
     if not os.path.isdir(folder):
         raise UserError(f"{folder}: not a result directory (it does not exist)")
-    for name in (SUMMARY_FILE, REQUESTS_FILE, PASSES_FILE):
-        if not os.path.isfile(os.path.join(folder, name)):
-            raise UserError(f"{folder}: not a result directory ({name} is missing)")
+    if not os.path.isfile(os.path.join(folder, SUMMARY_FILE)):
+        raise UserError(f"{folder}: not a result directory ({SUMMARY_FILE} is missing)")
+    has_tables = all(os.path.isfile(os.path.join(folder, n)) for n in (REQUESTS_FILE, PASSES_FILE))
+    if tables and not has_tables:
+        raise UserError(f"{folder}: has no per-request tables (written with --summary-only?)")
     try:
         with open(os.path.join(folder, SUMMARY_FILE), encoding="utf-8") as f:
             summary = json.load(f)
-        tables = {attr: pd.read_parquet(os.path.join(folder, name))
+        optional = {attr: pd.read_parquet(os.path.join(folder, name))
                   for name, attr in _OPTIONAL_TABLES
                   if os.path.isfile(os.path.join(folder, name))}
-        requests = pd.read_parquet(os.path.join(folder, REQUESTS_FILE))
-        passes = pd.read_parquet(os.path.join(folder, PASSES_FILE))
+        requests = passes = scenario = None
+        if has_tables:
+            requests = pd.read_parquet(os.path.join(folder, REQUESTS_FILE))
+            passes = pd.read_parquet(os.path.join(folder, PASSES_FILE))
+        if os.path.isfile(os.path.join(folder, SCENARIO_FILE)):
+            with open(os.path.join(folder, SCENARIO_FILE), encoding="utf-8") as f:
+                scenario = json.load(f)
     except (OSError, ValueError) as e:
         raise UserError(f"{folder}: cannot read the result: {_first_line(e)}") from None
     summary = {k: (math.nan if v is None else v) for k, v in summary.items()}
-    return Result(summary=summary, requests=requests, passes=passes, **tables)
+    return Result(summary=summary, requests=requests, passes=passes, scenario=scenario,
+                  **optional)
 
 
 def _first_line(e: BaseException) -> str:

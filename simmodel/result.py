@@ -97,3 +97,4 @@ class Result:
     scenario: object = None
     lifecycle: Optional[pd.DataFrame] = None   # worker transitions (scaling runs)
     telemetry: Optional[pd.DataFrame] = None   # periodic samples (``telemetry.interval_ms``)
+    early_stopped: bool = False                # ``run(stop_when=...)`` ended it early

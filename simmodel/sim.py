@@ -10,23 +10,20 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 
-import pandas as pd
 import simpy
 
 from simmodel.cluster.clock import AFTER_ROUTING, pass_end_priority
 from simmodel.cluster.disagg import Handoff
 from simmodel.cluster.driver import Driver
 from simmodel.cluster.kv_router import KvRouter
-from simmodel.cluster.planner import LIFECYCLE_COLUMNS, Planner, ScalablePool
+from simmodel.cluster.planner import Planner, ScalablePool
 from simmodel.cluster.router import RoundRobin
 from simmodel.cluster.worker import Worker
 from simmodel.config import Scenario
-from simmodel.engine.kv_cache import STORED
 from simmodel.engine.factory import make_scheduler
 from simmodel.engine.timing import make_timing
 from simmodel.errors import UserError
-from simmodel.metrics.collect import itl_samples, passes_frame, requests_frame
-from simmodel.metrics.summary import summarize
+from simmodel.finish import collect, provisioned_s, sim_end_ms  # noqa: F401 (re-exported)
 from simmodel.result import Result
 from simmodel.rng import Streams
 from simmodel.workload.model import Workload
@@ -254,13 +251,18 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
 
 
 def run(scenario: Scenario, *, seed: int | None = None,
-        workload: Workload | None = None, scaling_policy=None, progress=None) -> Result:
+        workload: Workload | None = None, scaling_policy=None, progress=None,
+        stop_when=None, stats_from_ms: float = 0.0) -> Result:
     """Simulate ``scenario`` (optionally with another seed, or on a ``workload`` built in
     Python instead of the scenario's own) and return its Result.
 
     ``progress``, if given, is called as ``progress(now_ms, done, total)`` about every
     0.2 s of wall time while the simulation runs (``done``: requests finished, rejected or
-    cancelled so far; ``total``: requests in the workload), and once at the end."""
+    cancelled so far; ``total``: requests in the workload), and once at the end.
+    ``stop_when``, if given, is called as ``stop_when(requests)`` at the same moments
+    with the released request records; once it returns true the run stops there and
+    ``Result.early_stopped`` is set.  ``stats_from_ms``: requests arriving earlier are left
+    out of the summary's statistics (see ``simmodel.finish``)."""
     if seed is not None:
         scenario = dataclasses.replace(scenario, seed=seed)
     t0 = time.perf_counter()
@@ -268,12 +270,16 @@ def run(scenario: Scenario, *, seed: int | None = None,
         from simmodel.cluster.policies import make_policy
         scaling_policy = make_policy(scenario)      # the scenario's ``planner:``, if any
     cluster = build(scenario, Streams(scenario.seed), workload, scaling_policy)
-    if progress is None:
+    stopped = False
+    if progress is None and stop_when is None:
         run_until(cluster.env, scenario.run.max_sim_time_ms)
     else:
-        run_with_progress(cluster, scenario.run.max_sim_time_ms, progress)
+        stopped = run_with_progress(cluster, scenario.run.max_sim_time_ms, progress,
+                                    stop_when=stop_when)
     wall_ms = (time.perf_counter() - t0) * 1000.0
-    return collect(scenario, cluster, wall_ms)
+    result = collect(scenario, cluster, wall_ms, stats_from_ms)
+    result.early_stopped = stopped
+    return result
 
 
 def run_until(env: simpy.Environment, until: float | None) -> None:
@@ -288,15 +294,18 @@ def run_until(env: simpy.Environment, until: float | None) -> None:
 
 
 def run_with_progress(cluster: Cluster, until: float | None, progress,
-                      every_s: float = 0.2) -> None:
-    """``run_until`` in slices of simulated time, reporting between slices.  Stopping
+                      every_s: float = 0.2, stop_when=None) -> bool:
+    """``run_until`` in slices of simulated time, reporting between slices (``progress``
+    may be None); return True if ``stop_when(requests)`` ended the run early.  Stopping
     and resuming the environment does not reorder events, so results are identical."""
     env = cluster.env
     total = sum(len(s.turns) for s in cluster.workload.sessions)
     driver = cluster.driver
 
-    def report() -> None:
-        progress(env.now, driver.ended + len(driver.unreleased_cancelled), total)
+    def report() -> bool:
+        if progress is not None:
+            progress(env.now, driver.ended + len(driver.unreleased_cancelled), total)
+        return stop_when is not None and bool(stop_when(driver.requests))
 
     span = 100.0                              # simulated ms per slice, adapted to speed
     while env._queue:
@@ -310,83 +319,7 @@ def run_with_progress(cluster: Cluster, until: float | None, progress,
             step()
         took = time.perf_counter() - t
         span = span * 2.0 if took < every_s / 2 else (span / 2.0 if took > every_s * 2 else span)
-        report()
+        if report() and env._queue:
+            return True
     report()
-
-
-def sim_end_ms(scenario: Scenario, cluster: Cluster, requests: pd.DataFrame) -> float:
-    """When the simulated service ends: the cut-off if ``max_sim_time_ms`` left work
-    unfinished, else the last thing that happened (pass end, arrival or rejection).
-    Provisioned workers are paid for until then."""
-    cut = scenario.run.max_sim_time_ms
-    if cut is not None and (requests.terminal_status == "incomplete").any():
-        return float(cut)
-    last = 0.0
-    for w in cluster.prefill_workers + cluster.workers:
-        if len(w.passes):
-            last = max(last, w.passes.end[-1])
-    for col in ("arrival_time_ms", "terminal_time_ms"):
-        m = requests[col].max()
-        if m == m:                       # not NaN
-            last = max(last, float(m))
-    return last
-
-
-def provisioned_s(w, end_s: float) -> float:
-    """Seconds a worker was provisioned (starting, active or draining) before the end."""
-    stop = end_s if w.removed_ms is None else min(end_s, w.removed_ms / 1000.0)
-    return max(0.0, stop - w.created_ms / 1000.0)
-
-
-def collect(scenario: Scenario, cluster: Cluster, wall_ms: float) -> Result:
-    reqs = cluster.driver.requests
-    released = {(r.session_id, r.turn_index) for r in reqs}
-    dropped = cluster.driver.unreleased_cancelled
-    unreleased = [(t, "cancelled" if (t.session_id, t.turn_index) in dropped else "incomplete")
-                  for s in cluster.workload.sessions for t in s.turns
-                  if (t.session_id, t.turn_index) not in released]
-    dp = 1 if scenario.cluster.disaggregated else scenario.cluster.engine.dp_size
-    requests = requests_frame(reqs, unreleased, dp)
-    all_workers = cluster.prefill_workers + cluster.workers
-    passes = passes_frame(all_workers)
-    gaps, weights = itl_samples(reqs, cluster.workers)
-    end_s = sim_end_ms(scenario, cluster, requests) / 1000.0
-    cl = scenario.cluster
-    if cl.disaggregated:
-        prefill_ws = sum(provisioned_s(w, end_s) for w in cluster.prefill_workers)
-        prefill_gpus = cl.prefill.engine.gpus_per_worker
-        decode_ws = sum(provisioned_s(w, end_s) for w in cluster.workers)
-        decode_gpus = cl.decode.engine.gpus_per_worker
-    else:
-        prefill_ws, prefill_gpus = 0.0, 0
-        decode_ws = sum(provisioned_s(w, end_s) for w in cluster.workers)
-        decode_gpus = cl.engine.gpus_per_worker
-    summary = summarize(
-        requests, gaps, weights,
-        num_requests=len(reqs),
-        committed_prefill_tokens=sum(w.sched.committed_prefill_tokens for w in all_workers),
-        decode_worker_seconds=decode_ws,
-        prefill_worker_seconds=prefill_ws,
-        decode_gpus_per_worker=decode_gpus,
-        prefill_gpus_per_worker=prefill_gpus,
-        wall_time_ms=wall_ms,
-        sla=scenario.sla,
-        trajectories=cluster.workload.kind == "agentic",
-    )
-    emissions = sum(getattr(w.sched, "mtp_emissions", 0) for w in all_workers)
-    if emissions:
-        # speculative decoding: tokens per emitting request-pass (1 + accepted drafts)
-        summary["mean_accept_length"] = (sum(w.sched.mtp_tokens for w in all_workers)
-                                         / emissions)
-    kv_events = None
-    if scenario.run.record_kv_events:
-        rows = [(t, w.pool, w.idx, "stored" if k == STORED else "removed", h)
-                for w in cluster.prefill_workers + cluster.workers for (t, k, h) in w.kv_events]
-        kv_events = pd.DataFrame(rows, columns=["time_ms", "pool", "worker", "kind", "block_hash"])
-        kv_events = kv_events.sort_values(["time_ms", "worker"], kind="stable", ignore_index=True)
-    lifecycle = None
-    if cluster.planner is not None:
-        lifecycle = pd.DataFrame(cluster.planner.lifecycle, columns=list(LIFECYCLE_COLUMNS))
-    telemetry = cluster.telemetry.frame() if cluster.telemetry is not None else None
-    return Result(summary=summary, requests=requests, passes=passes, kv_events=kv_events,
-                  scenario=scenario, lifecycle=lifecycle, telemetry=telemetry)
+    return False

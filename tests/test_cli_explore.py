@@ -1,6 +1,6 @@
 """`simmodel compare`, `simmodel plot` and the progress line of `simmodel run`, end to end
 on result directories written by running scenarios/tiny.yaml (smoke tier, plus unit tests
-of the progress renderer with a fake terminal and a fake clock)."""
+of the tqdm progress bars with a fake terminal and a fake clock)."""
 from __future__ import annotations
 
 import io
@@ -15,7 +15,7 @@ import pytest
 import simmodel
 import simmodel.progress
 from simmodel.cli import main
-from simmodel.progress import ProgressLine, progress_line, render
+from simmodel.progress import ProgressLine, progress_line, run_bar
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(REPO, "scenarios", "tiny.yaml")
@@ -248,7 +248,8 @@ def test_plot_errors(runs, capsys, tmp_path):
     out = tmp_path / "fig.png"
     assert main(["plot", a, "--out", str(out), "--kind", "pie"]) == 2
     assert one_error_line(capsys) == ("--kind: unknown plot kind 'pie'; valid kinds: "
-                                      "cdf, timeline, breakdown, throughput")
+                                      "cdf, timeline, breakdown, throughput, sweep, "
+                                      "pareto, probes")
     assert main(["plot", a, "--out", str(tmp_path)]) == 2
     assert one_error_line(capsys) == f"--out: {tmp_path} is a directory"
     deep = tmp_path / "no" / "fig.png"
@@ -281,47 +282,51 @@ class FakeClock:
         return self.now
 
 
-def test_render():
-    assert render(812_500.0, 16_400, 40_000) == (
-        "[########............]  41.0%  16,400/40,000 requests  sim 812.5 s")
-    assert render(0.0, 0, 0).startswith("[####################] 100.0%  0/0 requests")
-
-
-def test_progress_line_waits_then_redraws_in_place():
+def test_progress_line_waits_then_shows_a_tqdm_bar():
     stream, clock = FakeTTY(), FakeClock()
     line = ProgressLine(stream, delay_s=1.0, clock=clock)
     clock.now += 0.9
     line(500.0, 1, 10)
     assert stream.getvalue() == ""                        # not within the first second
+    assert not line.drawn
     clock.now += 0.2
-    line(2_000.0, 5, 10)
-    first = "\r" + render(2_000.0, 5, 10)
-    assert stream.getvalue() == first
+    line(2_000.0, 3, 10)
+    first = stream.getvalue()
+    assert first.startswith("\r") and "\n" not in first   # redrawn in place
+    assert " 30%|" in first and "3/10" in first and "req/s" in first
+    assert "sim=2.0s" in first
     clock.now += 0.2
-    line(12_345.0, 10, 10)
-    assert stream.getvalue() == first + "\r" + render(12_345.0, 10, 10)
+    line(812_500.0, 10, 10)
     line.close()
+    text = stream.getvalue()
+    assert text.startswith(first)
+    last = text.rsplit("\r", 1)[-1]                       # tqdm's final redraw on close
+    assert "100%|" in last and "10/10" in last and "sim=812.5s" in last
     line.close()                                          # once only
-    assert stream.getvalue().endswith(" s\n") and stream.getvalue().count("\n") == 1
+    line(900_000.0, 10, 10)                               # nothing after close
+    assert stream.getvalue() == text
+    assert text.endswith("]\n") and text.count("\n") == 1
 
 
-def test_progress_line_pads_a_shorter_line():
-    stream, clock = FakeTTY(), FakeClock()
-    line = ProgressLine(stream, delay_s=0.0, clock=clock)
-    line(1_234_567_000.0, 12_000, 12_000)
-    long_text = stream.getvalue()
-    line(1_000.0, 1, 12_000)
-    second = stream.getvalue()[len(long_text):]
-    assert second.startswith("\r" + render(1_000.0, 1, 12_000))
-    assert len(second) == len(long_text)                  # the old text is blanked out
+def test_progress_line_follows_the_module_delay(monkeypatch):
+    monkeypatch.setattr(simmodel.progress, "DELAY_S", 0.0)
+    stream = FakeTTY()
+    line = progress_line(stream)                          # DELAY_S read now: 0
+    monkeypatch.setattr(simmodel.progress, "DELAY_S", 100.0)
+    line(1_500.0, 7, 40)
+    assert "7/40" in stream.getvalue() and "sim=1.5s" in stream.getvalue()
+    line.close()
+    assert stream.getvalue().endswith("\n")
 
 
 def test_progress_line_silent_short_run():
     stream, clock = FakeTTY(), FakeClock()
-    line = ProgressLine(stream, clock=clock)
+    line = ProgressLine(stream, clock=clock)              # DELAY_S = 1 s
+    clock.now += 0.5
     line(10.0, 40, 40)
     line.close()
-    assert stream.getvalue() == ""
+    line.close()
+    assert stream.getvalue() == ""                        # no newline either
 
 
 def test_progress_line_only_on_a_terminal():
@@ -334,14 +339,47 @@ def test_progress_line_only_on_a_terminal():
     assert progress_line(object()) is None                # no isatty at all
 
 
+def test_run_bar_counts_runs_on_a_terminal_only():
+    stream = FakeTTY()
+    bar = run_bar(4, stream, desc="sweep")
+    assert "sweep:" in stream.getvalue() and "0/4" in stream.getvalue()   # shown at once
+    for _ in range(4):
+        bar.update(1)
+    bar.close()
+    text = stream.getvalue()
+    assert "4/4" in text.rsplit("\r", 1)[-1] and "run" in text
+    assert text.endswith("\n") and text.count("\n") == 1
+    assert run_bar(4, io.StringIO()) is None
+    assert run_bar(4, FakeTTY(), quiet=True) is None
+    assert run_bar(4, object()) is None
+
+
+def test_results_identical_with_and_without_progress():
+    from simmodel.scenario import load_scenario
+    calls = []
+    plain = simmodel.run(load_scenario(TINY))
+    watched = simmodel.run(load_scenario(TINY),
+                           progress=lambda now, done, total: calls.append((now, done, total)))
+    assert calls and calls[-1][1] == calls[-1][2] == 40
+    wall = {"wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s"}
+
+    def simulated(summary):                            # all but the wall-clock figures
+        return {k: v for k, v in summary.items() if k not in wall}
+    assert simulated(watched.summary) == simulated(plain.summary)
+    pd.testing.assert_frame_equal(watched.requests, plain.requests)
+    pd.testing.assert_frame_equal(watched.passes, plain.passes)
+
+
 def test_run_shows_progress_on_a_terminal(monkeypatch, capsys):
     monkeypatch.setattr(simmodel.progress, "DELAY_S", 0.0)
     tty = FakeTTY()
     monkeypatch.setattr("sys.stderr", tty)
     assert main(["run", TINY]) == 0
     text = tty.getvalue()
-    assert text.startswith("\r[")
-    assert re.search(r"\r\[#{20}\] 100\.0%  40/40 requests  sim \d+\.\d s\n$", text)
+    assert text.startswith("\r")
+    last = text.rsplit("\r", 1)[-1]
+    assert re.search(r"100%\|.*\| 40/40 \[.*req/s, sim=\d+\.\ds\]\n$", last)
+    assert text.count("\n") == 1
     assert "completed / requests" in capsys.readouterr().out
 
 
@@ -353,6 +391,7 @@ def test_run_quiet_or_not_a_terminal_has_no_progress(monkeypatch, capsys):
     monkeypatch.setattr("sys.stderr", tty)
     assert main(["run", TINY, "--quiet"]) == 0
     assert tty.getvalue() == ""
+    assert "completed / requests" in capsys.readouterr().out
 
 
 def test_run_short_run_on_a_terminal_is_silent(monkeypatch, capsys):

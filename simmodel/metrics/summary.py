@@ -210,13 +210,16 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
               num_requests: int, committed_prefill_tokens: int,
               decode_worker_seconds: float, prefill_worker_seconds: float,
               decode_gpus_per_worker: int, prefill_gpus_per_worker: int,
-              wall_time_ms: float, sla: SlaConfig, trajectories: bool = False) -> dict:
+              wall_time_ms: float, sla: SlaConfig, trajectories: bool = False,
+              window_start_ms: float = 0.0) -> dict:
     """The run's summary dict, keys in the reference's order (``SUMMARY_KEYS`` then, if
     ``sla.is_set``, ``GOODPUT_KEYS``); values are plain ``int``/``float``/``str``/``None``.
 
     ``requests`` has ``REQUEST_COLUMNS``; ``itl_gaps_ms[i]`` is a gap between consecutive
     tokens of a completed request occurring ``itl_weights[i]`` times in the pooled ITL
     distribution.  The scalar arguments are the collector's run totals, reported as given.
+    ``window_start_ms``: ``duration_ms`` (and so every throughput) runs from this time to
+    the last completion instead of from 0 (a warm-up left out of the statistics).
     """
     missing = [c for c in _REQUIRED_COLUMNS if c not in requests.columns]
     if missing:
@@ -233,7 +236,7 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
     total_in = _int_sum(done["input_length"])
     total_out = _int_sum(done["output_length"])
     end_times = _samples(done, "terminal_time_ms")
-    duration_ms = float(end_times.max()) if end_times.size else 0.0
+    duration_ms = max(0.0, float(end_times.max()) - window_start_ms) if end_times.size else 0.0
     wall_time_ms = float(wall_time_ms)
     gpu_hours = (prefill_worker_seconds * prefill_gpus_per_worker
                  + decode_worker_seconds * decode_gpus_per_worker) / 3600.0

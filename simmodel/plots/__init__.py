@@ -27,7 +27,37 @@ One worker over time (``timeline.py``):
 ``throughput``) for the CLI.  The numbers behind the plots come from the pure helpers in
 ``data.py`` (:func:`cdf_points`, :func:`ttft_components`, :func:`pass_shares`,
 :func:`telemetry_series`), which need no matplotlib.
+
+Capacity, over one sweep folder (``simmodel sweep`` / ``simmodel search --out``;
+``capacity.py``):
+
+* :func:`sweep_lines`: a summary key's mean against a varied scenario key, one line per
+  value of a second key, with its 95% confidence band and an optional SLA line.
+* :func:`pareto`: cost against value (e.g. GPU-hours against goodput) for every
+  configuration point, SLA met filled / missed hollow, and the Pareto front.
+* :func:`search_probes`: a capacity search's probes in order, met or not, with the target
+  bound and the answer.
+
+:func:`read_sweep_dir` loads a sweep folder and :func:`capacity_figure` builds a whole
+figure by kind name (``sweep``, ``pareto``, ``probes``; ``CAPACITY_KINDS``) for the CLI.
+Their numbers come from the pure helpers in ``capacity_data.py`` (:func:`sweep_series`,
+:func:`pareto_front`, :func:`search_series`, :func:`default_sla`).
 """
+from simmodel.plots.capacity import (
+    CAPACITY_KINDS,
+    capacity_figure,
+    pareto,
+    search_probes,
+    sweep_lines,
+)
+from simmodel.plots.capacity_data import (
+    ProbeSeries,
+    default_sla,
+    pareto_front,
+    read_sweep_dir,
+    search_series,
+    sweep_series,
+)
 from simmodel.plots.data import (
     LATENCY_METRICS,
     TTFT_COMPONENTS,
@@ -48,8 +78,10 @@ from simmodel.plots.timeline import (
 )
 
 __all__ = [
-    "FIGURE_KINDS", "LATENCY_METRICS", "TTFT_COMPONENTS",
-    "cdf", "cdf_points", "figure_for", "kv_occupancy", "pass_shares", "pass_timeline",
-    "percentile_values", "queue_depth", "running_from_passes", "telemetry_series",
+    "CAPACITY_KINDS", "FIGURE_KINDS", "LATENCY_METRICS", "TTFT_COMPONENTS", "ProbeSeries",
+    "capacity_figure", "cdf", "cdf_points", "default_sla", "figure_for", "kv_occupancy",
+    "pareto", "pareto_front", "pass_shares", "pass_timeline", "percentile_values",
+    "queue_depth", "read_sweep_dir", "running_from_passes", "search_probes",
+    "search_series", "sweep_lines", "sweep_series", "telemetry_series",
     "throughput_latency", "timeline_figure", "ttft_breakdown", "ttft_components",
 ]

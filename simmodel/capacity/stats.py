@@ -1,0 +1,127 @@
+"""Verdicts and statistics over replications (pure pandas / numpy / scipy).
+
+* :func:`sla_target` turns an SLA into summary-key bounds: ``ttft_ms`` bounds
+  ``pNN_ttft_ms``, ``itl_ms`` bounds ``pNN_tpot_ms`` (a request's mean inter-token gap,
+  the same per-request ITL the goodput test uses) and ``e2e_ms`` bounds
+  ``pNN_e2e_latency_ms``, ``NN`` being the sweep's ``sla_percentile`` (default 99).
+* :func:`met` judges one row (a run, or a point's means) against such bounds.
+* :func:`summarize_points` gives one row per point: ``n`` (runs with status ok) and, for
+  every numeric summary key K, ``K_mean``, ``K_std`` (sample standard deviation, n-1),
+  ``K_ci95_low`` / ``K_ci95_high`` = mean -/+ t(0.975, n-1) · std / sqrt(n) (Student t;
+  NaN when n < 2).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+#: ``sla_percentile`` -> the summary-key prefix of that statistic.
+PERCENTILE_PREFIX = {50.0: "median", 75.0: "p75", 90.0: "p90", 95.0: "p95", 99.0: "p99",
+                     100.0: "max"}
+_SLA_METRICS = (("ttft_ms", "ttft"), ("itl_ms", "tpot"), ("e2e_ms", "e2e_latency"))
+#: Row columns that are not summary statistics.
+NON_STAT_COLUMNS = ("point", "label", "replication", "seed", "wall_s", "status", "error",
+                    "sla_met", "key", "order", "value")
+
+
+def sla_target(sla: Optional[dict], percentile: float) -> dict:
+    """Summary-key bounds equivalent to ``sla`` at ``percentile`` ({} without an SLA)."""
+    if not sla:
+        return {}
+    prefix = PERCENTILE_PREFIX[float(percentile)]
+    return {f"{prefix}_{stem}_ms": {"max": float(sla[key])}
+            for key, stem in _SLA_METRICS if sla.get(key) is not None}
+
+
+def met(row: dict, target: dict, suffix: str = "") -> Optional[bool]:
+    """Whether every bound of ``target`` holds for ``row[key + suffix]``; None without a
+    target; False when a value is missing or NaN."""
+    if not target:
+        return None
+    for key, bound in target.items():
+        value = row.get(key + suffix)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return False
+        if "max" in bound and not value <= bound["max"]:
+            return False
+        if "min" in bound and not value >= bound["min"]:
+            return False
+    return True
+
+
+def t_quantile(n: int) -> float:
+    """t(0.975) with ``n - 1`` degrees of freedom (NaN for n < 2)."""
+    if n < 2:
+        return math.nan
+    from scipy.stats import t
+    return float(t.ppf(0.975, n - 1))
+
+
+def mean_ci(values) -> tuple[float, float, float, float]:
+    """(mean, sample std, ci95 low, ci95 high) of ``values`` (NaNs dropped)."""
+    x = np.asarray([v for v in values if v is not None and not _isnan(v)], dtype=float)
+    n = x.size
+    if n == 0:
+        return (math.nan,) * 4
+    mean = float(x.mean())
+    if n < 2:
+        return mean, math.nan, math.nan, math.nan
+    std = float(x.std(ddof=1))
+    half = t_quantile(n) * std / math.sqrt(n)
+    return mean, std, mean - half, mean + half
+
+
+def _isnan(v) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def stat_columns(points: pd.DataFrame, key_columns) -> list[str]:
+    """The numeric summary columns of the points table (not keys, not bookkeeping)."""
+    skip = set(NON_STAT_COLUMNS) | set(key_columns)
+    out = []
+    for c in points.columns:
+        if c in skip:
+            continue
+        if pd.api.types.is_bool_dtype(points[c]):
+            continue
+        col = pd.to_numeric(points[c], errors="coerce")
+        if col.notna().any() or points[c].isna().all():
+            if not points[c].map(lambda v: isinstance(v, str)).any():
+                out.append(c)
+    return out
+
+
+def point_status(statuses) -> str:
+    s = set(statuses)
+    if len(s) == 1:
+        return s.pop()
+    return "partial"
+
+
+def summarize_points(points: pd.DataFrame, key_columns, target: dict,
+                     expected: dict) -> pd.DataFrame:
+    """One row per point of ``points`` (one row per run).  ``key_columns``: the point's
+    identifying columns (label, varied keys, gpus); ``expected``: point -> the number of
+    runs it should have (a point with fewer finished is ``partial``)."""
+    stats = stat_columns(points, key_columns)
+    rows = []
+    for pid, runs in points.groupby("point", sort=True):
+        ok = runs[runs["status"] == "ok"]
+        row = {"point": int(pid)}
+        for c in key_columns:
+            row[c] = runs[c].iloc[0]
+        row["n"] = int(len(ok))
+        status = point_status(runs["status"])
+        if len(runs) < expected.get(pid, len(runs)):
+            status = "partial"
+        row["status"] = status
+        for c in stats:
+            m, s, lo, hi = mean_ci(pd.to_numeric(ok[c], errors="coerce").tolist())
+            row.update({f"{c}_mean": m, f"{c}_std": s, f"{c}_ci95_low": lo,
+                        f"{c}_ci95_high": hi})
+        row["sla_met"] = met(row, target, "_mean") if len(ok) else (False if target else None)
+        rows.append(row)
+    return pd.DataFrame(rows)
