@@ -39,6 +39,15 @@ from simmodel.errors import UserError
 EXIT_OK = 0
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C (results written so far stay valid)."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -48,14 +57,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:          # usage error (2) or --help (0)
         return e.code if isinstance(e.code, int) else EXIT_USER_ERROR
+    import signal
+    import threading
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
         return args.func(args)
     except (UserError, ConfigError) as e:
         print(f"{parser.prog}: error: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_USER_ERROR
-    except KeyboardInterrupt:
-        print(f"{parser.prog}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:
+        terminated = isinstance(e, Terminated)
+        print(f"{parser.prog}: {'terminated' if terminated else 'interrupted'}",
+              file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -356,6 +356,7 @@ class WorkloadConfig:
     synthetic: Optional[SyntheticConfig] = None
     concurrency: Optional[int] = None           # closed loop: at most this many sessions
     think_time_cap_ms: Optional[float] = None   # weka: cap on a request's think time
+    max_arrival_ms: Optional[float] = None      # replay only sessions starting by then
 
     def __post_init__(self):
         if (self.trace is None) == (self.synthetic is None):
@@ -365,6 +366,14 @@ class WorkloadConfig:
         _positive_number("arrival_speedup_ratio", self.arrival_speedup_ratio)
         _positive_int("concurrency", self.concurrency, allow_none=True)
         _non_negative_number("think_time_cap_ms", self.think_time_cap_ms, allow_none=True)
+        _non_negative_number("max_arrival_ms", self.max_arrival_ms, allow_none=True)
+        if self.max_arrival_ms is not None:
+            if self.format in ("agentic", "weka") and self.trace is not None:
+                raise ConfigError("max_arrival_ms", "not supported for agentic workloads "
+                                  "(dropping nodes would break their dependencies)")
+            if self.concurrency is not None:
+                raise ConfigError("max_arrival_ms", "not with concurrency (a closed loop "
+                                  "ignores arrival times)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,20 +17,24 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from simmodel.errors import UserError
 
 
+class _Deferred:
+    """A task the serial backend runs when its result is asked for."""
+
+    def __init__(self, fn: Callable, arg: Any):
+        self.fn, self.arg = fn, arg
+
+    def result(self):
+        return self.fn(self.arg)
+
+
 class Backend:
-    """Runs tasks; ``name`` describes it for ``sweep.json``."""
+    """Runs tasks one by one in this process, each when ``as_completed`` reaches it (so
+    an interrupt leaves the rest unrun); ``name`` describes it for ``sweep.json``."""
 
     name = "serial"
 
     def submit(self, fn: Callable, arg: Any):
-        future: cf.Future = cf.Future()
-        try:
-            future.set_result(fn(arg))
-        except BaseException as e:          # KeyboardInterrupt propagates to the caller
-            if not isinstance(e, Exception):
-                raise
-            future.set_exception(e)
-        return future
+        return _Deferred(fn, arg)
 
     def as_completed(self, handles: Iterable) -> Iterator:
         return iter(list(handles))
@@ -38,15 +42,19 @@ class Backend:
     def cancel(self, handles: Iterable) -> None:
         pass
 
-    def close(self) -> None:
-        pass
+    def close(self, abort: bool = False) -> None:
+        """Release what this backend started; ``abort`` (an interrupt): do not wait for
+        runs in flight."""
 
 
 class FuturesBackend(Backend):
     """A ``concurrent.futures.Executor`` (ours when ``owned``)."""
 
     def __init__(self, executor: cf.Executor, owned: bool = False, name: str = "executor"):
+        import multiprocessing
         self.executor, self.owned, self.name = executor, owned, name
+        # Children that exist before the pool are not its workers (see close).
+        self._others = {p.pid for p in multiprocessing.active_children()}
 
     def submit(self, fn, arg):
         return self.executor.submit(fn, arg)
@@ -58,9 +66,16 @@ class FuturesBackend(Backend):
         for h in handles:
             h.cancel()
 
-    def close(self):
-        if self.owned:
-            self.executor.shutdown(wait=True, cancel_futures=True)
+    def close(self, abort: bool = False):
+        if not self.owned:
+            return
+        if abort:                   # our workers ignore SIGINT: end the runs in flight
+            import multiprocessing
+            self.executor.shutdown(wait=False, cancel_futures=True)
+            for child in multiprocessing.active_children():
+                if child.pid not in self._others:
+                    child.terminate()
+        self.executor.shutdown(wait=True, cancel_futures=True)
 
 
 class DaskBackend(Backend):
@@ -79,7 +94,7 @@ class DaskBackend(Backend):
     def cancel(self, handles):
         self.client.cancel(list(handles))
 
-    def close(self):
+    def close(self, abort: bool = False):
         if self.owned:
             self.client.close()
         if self.cluster is not None:

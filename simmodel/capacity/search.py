@@ -125,7 +125,7 @@ def search(spec_or_path: Any, executor: Any = None, *, out: Optional[str] = None
         _advance_all(spec, lines, probed, tasks, rows, opts)
         complete = True
     finally:
-        backend.close()
+        backend.close(abort=not complete)
         points = list(probed.values())
         sweep_res = build_result(spec, points, tasks, rows, s.target, complete, backend.name)
         result = _result(spec, lines, probed, sweep_res)

@@ -162,8 +162,9 @@ def _expand(data: dict, base_raw: dict, base_path: str, folder: str, err: _Err,
         raise err("points", "must be a non-empty list of mappings")
     out: list[Point] = []
     labels: set = set()
+    implicit = data.get("points") is None
     for i, spec in enumerate(structural):
-        where = f"points[{i}]"
+        where = "" if implicit else f"points[{i}]"
         if not isinstance(spec, dict):
             raise err(where, "must be a mapping (label, grid, and scenario settings)")
         spec = dict(spec)
@@ -175,7 +176,8 @@ def _expand(data: dict, base_raw: dict, base_path: str, folder: str, err: _Err,
         if label in labels and label:
             raise err(f"{where}.label", f"duplicate label {label!r}")
         labels.add(label)
-        own_grid = {**grid, **_grid(spec.pop("grid", {}), f"{where}.grid", folder, err)}
+        own = _grid(spec.pop("grid", {}), f"{where}.grid", folder, err)
+        own_grid = {**grid, **own}
         fixed = {k: K.resolve_path_value(k, v, folder) for k, v in K.flatten(spec).items()}
         for k in fixed:
             _check_key(k, f"{where}.{k}", err)
@@ -183,7 +185,7 @@ def _expand(data: dict, base_raw: dict, base_path: str, folder: str, err: _Err,
         for combo in combos:
             g = dict(zip(own_grid, combo))
             out.append(_point(len(out), label, {**fixed, **g}, g, base_raw, base_path,
-                              where, err))
+                              where, set(own), err))
     return out
 
 
@@ -212,10 +214,12 @@ def _check_key(key: str, where: str, err: _Err) -> None:
 
 
 def _point(idx: int, label: str, overrides: dict, grid: dict, base_raw: dict,
-           base_path: str, where: str, err: _Err) -> Point:
+           base_path: str, where: str, own: set, err: _Err) -> Point:
+    """Build and check one point; ``own``: the grid keys of the point's own grid."""
     raw = K.apply_overrides(base_raw, overrides)
     shown = ", ".join(f"{k}={v!r}" for k, v in grid.items())
-    context = f"{where}" + (f" ({label})" if label else "") + (f" with {shown}" if shown else "")
+    context = ((where or "the base") + (f" ({label})" if label else "")
+               + (f" with {shown}" if shown else ""))
     try:
         scenario = scenario_from_dict(raw, base_dir=os.path.dirname(base_path),
                                       source=f"{err.source}: {context}")
@@ -224,7 +228,7 @@ def _point(idx: int, label: str, overrides: dict, grid: dict, base_raw: dict,
     for key in grid:
         why = K.meaningless(key, scenario)
         if why is not None:
-            raise err(f"{where}.grid.{key}" if where else f"grid.{key}",
+            raise err(f"{where}.grid.{key}" if key in own else f"grid.{key}",
                       f"means nothing for {context}: {why}")
     return Point(point=idx, label=label, overrides=overrides, grid=grid, scenario=scenario)
 

@@ -69,7 +69,7 @@ def sweep(spec_or_path: Any, executor: Any = None, *, out: Optional[str] = None,
         execute_all(tasks, opts, rows)
         complete = True
     finally:
-        backend.close()
+        backend.close(abort=not complete)
         result = build_result(spec, spec.points, tasks, rows, target, complete, backend.name)
         write_sweep(result, store)
     return result
@@ -152,6 +152,9 @@ def points_table(spec: Spec, points, tasks: list, rows: dict, target: dict) -> p
             False if target else None)
         out.append({**head, **body, "sla_met": verdict, "wall_s": row["wall_s"],
                     "status": row["status"], "error": row.get("error")})
+    if not out:
+        return pd.DataFrame(columns=["point", "label", *varied, "gpus", "replication",
+                                     "seed", "sla_met", "wall_s", "status", "error"])
     return pd.DataFrame(out)
 
 

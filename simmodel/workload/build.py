@@ -6,6 +6,8 @@ built once, before the simulation starts (house rule 5).
 """
 from __future__ import annotations
 
+import dataclasses
+
 from simmodel.config import WorkloadConfig
 from simmodel.errors import UserError
 from simmodel.rng import Streams
@@ -18,6 +20,17 @@ from simmodel.workload.weka import read_weka
 
 
 def build_workload(cfg: WorkloadConfig, *, engine_block_size: int, streams: Streams) -> Workload:
+    """``_load`` the workload, then keep only the sessions whose first turn arrives by
+    ``cfg.max_arrival_ms`` (after the speed-up), when set."""
+    workload = _load(cfg, engine_block_size=engine_block_size, streams=streams)
+    if cfg.max_arrival_ms is None:
+        return workload
+    kept = tuple(s for s in workload.sessions
+                 if s.turns and (s.turns[0].arrival_ms or 0.0) <= cfg.max_arrival_ms)
+    return dataclasses.replace(workload, sessions=kept)
+
+
+def _load(cfg: WorkloadConfig, *, engine_block_size: int, streams: Streams) -> Workload:
     """Load or generate the workload of ``cfg``.
 
     Traces use ``cfg.trace_block_size`` (a v2 agentic trace's header ``block_size`` wins)
