@@ -317,7 +317,6 @@ def _target(value: Any, err: _Err) -> dict:
 def probe_point(point: Point, search: SearchSpec, value: Any, source: str) -> Point:
     """``point`` with the searched knob set to ``value`` (validated like any point)."""
     scenario = point.scenario
-    raw_cluster = dataclasses.replace  # noqa: F841 (keeps the import explicit)
     overrides = {**point.overrides, search.vary: value}
     why = K.meaningless(search.vary, scenario)
     if why is not None:

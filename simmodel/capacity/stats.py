@@ -79,19 +79,12 @@ def _isnan(v) -> bool:
 
 
 def stat_columns(points: pd.DataFrame, key_columns) -> list[str]:
-    """The numeric summary columns of the points table (not keys, not bookkeeping)."""
+    """The numeric summary columns of the points table (not keys, not bookkeeping,
+    not booleans; a column that is null in every run is left out)."""
     skip = set(NON_STAT_COLUMNS) | set(key_columns)
-    out = []
-    for c in points.columns:
-        if c in skip:
-            continue
-        if pd.api.types.is_bool_dtype(points[c]):
-            continue
-        col = pd.to_numeric(points[c], errors="coerce")
-        if col.notna().any() or points[c].isna().all():
-            if not points[c].map(lambda v: isinstance(v, str)).any():
-                out.append(c)
-    return out
+    return [c for c in points.columns
+            if c not in skip and pd.api.types.is_numeric_dtype(points[c])
+            and not pd.api.types.is_bool_dtype(points[c])]
 
 
 def point_status(statuses) -> str:

@@ -10,7 +10,7 @@ and re-raises, so a re-run does only the rest.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import pandas as pd
@@ -32,7 +32,6 @@ class SweepResult:
     summary: pd.DataFrame
     complete: bool = True
     executor: str = "serial"
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
