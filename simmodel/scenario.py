@@ -64,7 +64,7 @@ def scenario_from_dict(data: dict, *, base_dir: str, source: str) -> Scenario:
         raise UserError(f"{source}: the top level must be a mapping, "
                         f"got {_type_name(data)}")
     ctx = _Context(base_dir=base_dir, source=source)
-    scenario = _build(Scenario, data, "", ctx)
+    scenario = _build(Scenario, _pool_defaults(data, ctx), "", ctx)
     if scenario.planner is not None:
         planner = dataclasses.replace(scenario.planner, base_dir=base_dir)
         if planner.kind == "python":
@@ -75,6 +75,41 @@ def scenario_from_dict(data: dict, *, base_dir: str, source: str) -> Scenario:
                 raise ctx.error("planner.policy", str(e)) from None
         scenario = dataclasses.replace(scenario, planner=planner)
     return dataclasses.replace(scenario, source=source)
+
+
+def _pool_defaults(data: dict, ctx: "_Context") -> dict:
+    """A disaggregated cluster (``prefill`` / ``decode`` pools) takes ``cluster.engine``
+    as the default engine of both pools (each pool's own ``engine`` keys win) and has no
+    use for ``cluster.workers``, which is refused rather than silently ignored."""
+    cluster = data.get("cluster")
+    if not isinstance(cluster, dict) or (cluster.get("prefill") is None
+                                         and cluster.get("decode") is None):
+        return data
+    if "workers" in cluster:
+        raise ctx.error("cluster.workers", "a disaggregated cluster has no single worker "
+                                           "count: give prefill.workers and decode.workers")
+    if "engine" not in cluster:
+        return data
+    engine = cluster["engine"]
+    if not isinstance(engine, dict):
+        raise ctx.error("cluster.engine", f"must be a mapping, got {_type_name(engine)}")
+    cluster = dict(cluster)
+    for pool in ("prefill", "decode"):
+        spec = cluster.get(pool)
+        if isinstance(spec, dict):
+            own = spec.get("engine")
+            if own is not None and not isinstance(own, dict):
+                continue                   # _build reports the bad value with its key
+            cluster[pool] = dict(spec, engine=_merged(engine, own or {}))
+    del cluster["engine"]
+    return dict(data, cluster=cluster)
+
+
+def _merged(under: dict, over: dict) -> dict:
+    out = dict(under)
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 # --------------------------------------------------------------------------- YAML

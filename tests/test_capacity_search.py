@@ -171,6 +171,9 @@ def test_early_stopped_search_gives_the_full_runs_answer(tmp_path):
         [(p["value"], p["met"]) for p in full.results[0]["probes"]]
     stopped = fast.sweep.points[fast.sweep.points["status"] == "early_stopped"]
     assert len(stopped) >= 1 and (stopped["completed_requests"] < 600).all()
+    early = [p for p in fast.results[0]["probes"] if p["status"] == "early_stopped"]
+    assert early and all(p["metrics"]["p99_ttft_ms"] is not None and not p["met"]
+                         and p["metrics"]["completed_requests"] < 600 for p in early)
     assert (full.sweep.points["status"] == "ok").all()
 
 

@@ -78,8 +78,14 @@ BAD = [
     ("grid: {cluster.workers: [1]}\nwarmup_ms: -1\n", "warmup_ms: must be a number >= 0"),
     ("grid: {cluster.workers: [2]}\npoints:\n  - {label: d, cluster: {prefill: {workers: 1}, "
      "decode: {workers: 1}}}\n",
-     "grid.cluster.workers: means nothing for points[0] (d) with cluster.workers=2: the "
-     "point is disaggregated"),
+     "points[0] (d) with cluster.workers=2: cluster.workers: a disaggregated cluster has no "
+     "single worker count"),
+    ("grid: {workload.synthetic.requests: [5]}\nsla_percentile: 98\n",
+     "sla_percentile: must be one of the summary's percentiles: 50, 75, 90, 95, 99, 100"),
+    ("search: {vary: cluster.workers, range: [1, 4], target: {kv_eviction_policy: "
+     "{max: 1}}}\n", "search.target.kv_eviction_policy: cannot be a target"),
+    ("sla: null\nsearch: {vary: cluster.workers, range: [1, 4], target: "
+     "{goodput_rps_per_gpu: {min: 1}}}\n", "goodput needs an SLA"),
     ("grid: {cluster.router.overlap_score_credit: [0.5]}\n",
      "grid.cluster.router.overlap_score_credit: means nothing for the base with "
      "cluster.router.overlap_score_credit=0.5: the point's router "
@@ -159,3 +165,24 @@ def test_out_that_cannot_be_written_is_refused_before_running(tmp_path, capsys):
     assert "is not a directory" in capsys.readouterr().err
     assert main(["sweep", path, "--out", str(blocker), "--quiet"]) == 2
     assert "exists and is not a directory" in capsys.readouterr().err
+
+
+def test_a_disaggregated_points_own_engine_settings_reach_its_pools(tmp_path):
+    path = spec_file(tmp_path, """
+points:
+  - {label: d, cluster: {engine: {num_gpu_blocks: 512}, prefill: {workers: 1},
+                         decode: {workers: 1, engine: {num_gpu_blocks: 256}}}}
+""")
+    cl = load_spec(path).points[0].scenario.cluster
+    assert cl.prefill.engine.num_gpu_blocks == 512          # the point's cluster.engine
+    assert cl.decode.engine.num_gpu_blocks == 256           # the pool's own key wins
+    assert cl.prefill.engine.block_size == 64               # the base's (tiny.yaml) engine
+
+
+def test_grid_over_the_sla_judges_each_point_by_its_own(tmp_path):
+    from simmodel.capacity import sweep
+    path = spec_file(tmp_path, "grid: {sla.ttft_ms: [1, 100000], cluster.workers: [2]}\n"
+                               "sla_percentile: 50\n")
+    res = sweep(path, jobs=1)
+    assert list(res.points["sla_met"]) == [False, True]
+    assert list(res.summary["sla_met"]) == [False, True]

@@ -164,7 +164,7 @@ def test_dask_local_cluster(micro):
 
     serial = sweep(micro, jobs=1)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
         res = sweep(micro, client)
     assert res.executor.startswith("dask:")
     pd.testing.assert_frame_equal(serial.points.drop(columns="wall_s"),

@@ -312,8 +312,10 @@ def test_search_probes_markers_bounds_and_answer():
     orders = [(t.get_text(), t.xy) for t in ax.texts]
     assert orders[:4] == [("1", (1.0, 8000.0)), ("2", (8.0, 900.0)), ("3", (4.0, 1500.0)),
                           ("4", (2.0, 4000.0))]
-    # round robin's probe 2 has no p99_ttft_ms: neither drawn nor numbered
-    assert orders[4:] == [("1", (2.0, 5200.0)), ("3", (6.0, 2100.0))]
+    # round robin's probe 2 stopped early without a p99_ttft_ms: drawn at the max bound
+    # (its full run was certain to exceed it)
+    assert orders[4:] == [("1", (2.0, 5200.0)), ("2", (3.0, 2000.0)), ("3", (6.0, 2100.0))]
+    assert art[f"probes_stopped:{rr}"].get_xydata().tolist() == [[3.0, 2000.0]]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels[:2] == [f"{kv} (answer workers=4)", f"{rr} (no answer)"]
     assert ax.get_xlabel() == "cluster.workers" and ax.get_ylabel() == "p99 ttft (ms)"

@@ -280,3 +280,18 @@ def test_bad_top_level(tmp_path, text, expected):
 def test_missing_scenario_file(tmp_path):
     path = str(tmp_path / "nope.yaml")
     assert load_error(path) == f"{path}: cannot read scenario: No such file or directory"
+
+
+def test_disaggregated_cluster_engine_is_the_pools_default_and_workers_refused(tmp_path):
+    from simmodel.scenario import scenario_from_dict
+    base = {"workload": {"synthetic": {"requests": 1, "input_tokens": 10, "output_tokens": 2,
+                                       "arrival_interval_ms": 1.0}}}
+    data = dict(base, cluster={"engine": {"num_gpu_blocks": 300, "max_num_seqs": 8},
+                               "prefill": {"workers": 1},
+                               "decode": {"workers": 2, "engine": {"num_gpu_blocks": 200}}})
+    cl = scenario_from_dict(data, base_dir=str(tmp_path), source="s.yaml").cluster
+    assert (cl.prefill.engine.num_gpu_blocks, cl.prefill.engine.max_num_seqs) == (300, 8)
+    assert (cl.decode.engine.num_gpu_blocks, cl.decode.engine.max_num_seqs) == (200, 8)
+    bad = dict(base, cluster={"workers": 4, "prefill": {"workers": 1}, "decode": {"workers": 1}})
+    with pytest.raises(UserError, match=r"^s.yaml: cluster.workers: a disaggregated cluster"):
+        scenario_from_dict(bad, base_dir=str(tmp_path), source="s.yaml")

@@ -57,7 +57,9 @@ def _cmd(args: argparse.Namespace) -> int:
         if args.command == "sweep":
             from simmodel.capacity import sweep
             res = sweep(spec, **kwargs)
-            text = report.sweep_table(res.summary, list(spec.varied), bool(spec.sla))
+            from simmodel.capacity.stats import PERCENTILE_PREFIX
+            text = report.sweep_table(res.summary, list(spec.varied), bool(spec.sla),
+                                      PERCENTILE_PREFIX[spec.sla_percentile])
             failed = res.points[res.points["status"] == "error"] if len(res.points) else []
         else:
             from simmodel.capacity import search

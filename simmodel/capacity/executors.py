@@ -157,7 +157,7 @@ def _dask_backend(spec: str) -> DaskBackend:
                 raise UserError(f"--dask: local:N needs a positive worker count, got {spec!r}")
             n = int(text)
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=50)
+                               dashboard_address=":0", silence_logs=50)
         return DaskBackend(Client(cluster), cluster, name=f"dask:local:{n}", owned=True)
     try:
         client = Client(spec, timeout=10)

@@ -120,42 +120,30 @@ def apply_overrides(base: dict, overrides: dict) -> dict:
     """A copy of the raw scenario ``base`` with flat dotted ``overrides`` set.
 
     Turning an aggregated base into a disaggregated point (setting ``cluster.prefill`` /
-    ``cluster.decode``) gives each pool the base's ``cluster.engine`` under the pool's
-    own engine settings, and drops ``cluster.workers`` / ``cluster.engine``, which a
-    disaggregated cluster does not use."""
+    ``cluster.decode``) drops the base's ``cluster.workers``, which a disaggregated
+    cluster refuses; ``cluster.engine`` stays and becomes both pools' default engine
+    (``simmodel.scenario``)."""
     data = copy.deepcopy(base)
     for key, value in overrides.items():
         set_dotted(data, key, value)
     cluster = data.get("cluster")
     base_cluster = base.get("cluster") or {}
-    if isinstance(cluster, dict) and (cluster.get("prefill") is not None
-                                      and not isinstance(base_cluster.get("prefill"), dict)):
-        engine = base_cluster.get("engine")
-        for pool in ("prefill", "decode"):
-            spec = cluster.get(pool)
-            if isinstance(spec, dict) and isinstance(engine, dict):
-                spec["engine"] = _merge(engine, spec.get("engine") or {})
+    converted = (isinstance(cluster, dict) and cluster.get("prefill") is not None
+                 and not isinstance(base_cluster.get("prefill"), dict))
+    if converted and "cluster.workers" not in overrides:
         cluster.pop("workers", None)
-        cluster.pop("engine", None)
     return data
-
-
-def _merge(under: dict, over: dict) -> dict:
-    out = copy.deepcopy(under)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) \
-            else copy.deepcopy(v)
-    return out
 
 
 def meaningless(key: str, scenario: Scenario) -> Optional[str]:
     """Why setting dotted ``key`` changes nothing in ``scenario`` (None if it matters):
     aggregated-only keys on a disaggregated cluster and the other way round, KV-router
     keys under round robin, trace keys on a synthetic workload and the other way round,
-    SGLang keys on another backend."""
+    SGLang keys on another backend.  (``cluster.engine.*`` matters in a disaggregated
+    point too: it is both pools' default engine.)"""
     cl = scenario.cluster
-    if cl.disaggregated and (key == "cluster.workers" or key.startswith("cluster.engine.")):
-        return "the point is disaggregated (use cluster.prefill.* / cluster.decode.*)"
+    if cl.disaggregated and key == "cluster.workers":
+        return "the point is disaggregated (use cluster.prefill.workers / cluster.decode.workers)"
     if not cl.disaggregated and key.startswith(("cluster.prefill.", "cluster.decode.",
                                                 "cluster.kv_transfer.")):
         return "the point is aggregated (it has no prefill/decode pools)"
@@ -170,7 +158,8 @@ def meaningless(key: str, scenario: Scenario) -> Optional[str]:
         return "the point's workload is a trace"
     if ".engine.sglang." in key:
         pool = key.split(".engine.")[0]
-        engine = {"cluster": cl.engine, "cluster.prefill": getattr(cl.prefill, "engine", None),
+        engine = {"cluster": cl.prefill.engine if cl.disaggregated else cl.engine,
+                  "cluster.prefill": getattr(cl.prefill, "engine", None),
                   "cluster.decode": getattr(cl.decode, "engine", None)}.get(pool)
         if engine is not None and engine.backend != "sglang":
             return f"the point's backend is {engine.backend}, not sglang"

@@ -6,8 +6,9 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-#: Columns of the sweep table: (header, summary stem), shown as mean ± CI half-width.
-_SWEEP_METRICS = (("p99 TTFT ms", "p99_ttft_ms"), ("p99 TPOT ms", "p99_tpot_ms"),
+#: Columns of the sweep table: (header, summary stem), shown as mean ± CI half-width;
+#: ``{p}`` is the sweep's ``sla_percentile`` prefix (p99, p90, median, max...).
+_SWEEP_METRICS = (("{p} TTFT ms", "{p}_ttft_ms"), ("{p} TPOT ms", "{p}_tpot_ms"),
                   ("goodput req", "goodput_completed_requests"), ("GPU-h", "gpu_hours"))
 
 
@@ -40,11 +41,13 @@ def render(header: Sequence[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def sweep_table(summary: pd.DataFrame, varied: Sequence[str], has_sla: bool) -> str:
-    """One line per point: label, varied values, n, headline metrics (mean ± 95% CI
-    half-width when there are replications), status and the SLA verdict."""
-    metrics = [(h, s) for h, s in _SWEEP_METRICS
-               if f"{s}_mean" in summary.columns]
+def sweep_table(summary: pd.DataFrame, varied: Sequence[str], has_sla: bool,
+                prefix: str = "p99") -> str:
+    """One line per point: label, varied values, n, headline metrics at the SLA's
+    percentile ``prefix`` (mean ± 95% CI half-width when there are replications),
+    status and the SLA verdict."""
+    metrics = [(h.format(p=prefix), s.format(p=prefix)) for h, s in _SWEEP_METRICS
+               if f"{s.format(p=prefix)}_mean" in summary.columns]
     header = ["point", "label", *varied, "n", *(h for h, _ in metrics), "status"]
     if has_sla:
         header.append("SLA")

@@ -112,8 +112,12 @@ def search(spec_or_path: Any, executor: Any = None, *, out: Optional[str] = None
     """Run a search file (path or loaded ``Spec``); arguments as ``simmodel.sweep``."""
     spec = spec_or_path if isinstance(spec_or_path, Spec) else load_spec(spec_or_path,
                                                                          kind="search")
-    store = Store(out)
     backend = open_backend(executor, jobs=jobs, dask=dask)
+    try:
+        store = Store(out)
+    except BaseException:
+        backend.close()
+        raise
     opts = Options(backend, store, keep_runs, fail_fast, on_run)
     s = spec.search
     lines = [Bisector(s.lo, s.hi, s.goal, s.integer, s.tolerance) for _ in spec.points]
@@ -127,7 +131,8 @@ def search(spec_or_path: Any, executor: Any = None, *, out: Optional[str] = None
     finally:
         backend.close(abort=not complete)
         points = list(probed.values())
-        sweep_res = build_result(spec, points, tasks, rows, s.target, complete, backend.name)
+        sweep_res = build_result(spec, points, tasks, rows, lambda _p: s.target, complete,
+                                 backend.name)
         result = _result(spec, lines, probed, sweep_res)
         write_sweep(sweep_res, store, kind="search")
         store.write_json("search.json", {"results": result.results, "complete": complete})
@@ -179,6 +184,8 @@ def _result(spec: Spec, lines: list, probed: dict, sweep_res: SweepResult) -> Se
             pid = probed[(i, value)].point
             row = summary.loc[pid] if summary is not None and pid in summary.index else None
             metrics = _metrics(row, s)
+            if row is not None and row["status"] == "early_stopped":
+                metrics = _partial_metrics(sweep_res.points, pid, s, metrics)
             probes.append({"order": order, "value": value, "met": line.probes[value],
                            "status": None if row is None else row["status"],
                            "metrics": metrics})
@@ -208,6 +215,18 @@ def _metrics(row, s: SearchSpec) -> dict:
     out["gpus"] = _plain(row.get("gpus"), count=True)
     for k in keys:
         out[k] = _plain(row.get(f"{k}_mean"), count=k.endswith("_requests"))
+    return out
+
+
+def _partial_metrics(points: pd.DataFrame, pid: int, s: SearchSpec, metrics: dict) -> dict:
+    """An early-stopped probe's metrics: its runs' values when they stopped (the
+    verdict is certain; the values are those of the requests completed by then)."""
+    runs = points[points["point"] == pid]
+    out = dict(metrics)
+    for k in list(s.target) + ["completed_requests"]:
+        if k in runs.columns:
+            out[k] = _plain(pd.to_numeric(runs[k], errors="coerce").mean(),
+                            count=k.endswith("_requests"))
     return out
 
 

@@ -27,6 +27,8 @@ SWEEP_KEYS = ("name", "base", "grid", "points", "replications", "warmup_ms", "sl
               "sla_percentile", "search")
 SEARCH_KEYS = ("vary", "range", "goal", "target", "tolerance", "early_stop")
 GOALS = ("min", "max")
+#: ``sla_percentile`` values: the percentiles the summary reports (100: the maximum).
+PERCENTILES = (50.0, 75.0, 90.0, 95.0, 99.0, 100.0)
 
 
 @dataclass(frozen=True)
@@ -91,8 +93,9 @@ def load_spec(path: str, *, kind: Optional[str] = None) -> Spec:
     replications = _int(data.get("replications", 1), "replications", err, minimum=1)
     warmup = _number(data.get("warmup_ms", 0.0), "warmup_ms", err, minimum=0.0)
     pct = _number(data.get("sla_percentile", 99.0), "sla_percentile", err, minimum=0.0)
-    if pct > 100:
-        raise err("sla_percentile", f"must be in [0, 100], got {pct!r}")
+    if pct not in PERCENTILES:
+        raise err("sla_percentile", "must be one of the summary's percentiles: "
+                  f"{', '.join(f'{p:g}' for p in PERCENTILES)}; got {pct:g}")
     if "sla" in data:
         if data["sla"] is not None and not isinstance(data["sla"], dict):
             raise err("sla", "must be a mapping (ttft_ms, itl_ms, e2e_ms) or null")
@@ -274,7 +277,7 @@ def _search(sec: Any, points: list[Point], err: _Err) -> SearchSpec:
     early = sec.get("early_stop", True)
     if not isinstance(early, bool):
         raise err("search.early_stop", f"must be true or false, got {early!r}")
-    target = _target(sec["target"], err)
+    target = _target(sec["target"], err, all(p.scenario.sla.is_set for p in points))
     spec = SearchSpec(vary=vary, lo=lo, hi=hi, goal=goal, target=target, tolerance=tol,
                       integer=hint is int, early_stop=early)
     for p in points:                           # both ends must make valid scenarios
@@ -296,16 +299,25 @@ def _range(value: Any, integer: bool, err: _Err) -> tuple[float, float]:
     return (int(lo), int(hi)) if integer else (float(lo), float(hi))
 
 
-def _target(value: Any, err: _Err) -> dict:
+def _target(value: Any, err: _Err, points_have_sla: bool) -> dict:
     from simmodel.metrics.summary import GOODPUT_KEYS, SUMMARY_KEYS
 
     if not isinstance(value, dict) or not value:
         raise err("search.target", "must map summary keys to {max: x} and/or {min: x}")
-    known = set(SUMMARY_KEYS) | set(GOODPUT_KEYS) | {"goodput_rps_per_gpu", "gpus"}
+    from simmodel.capacity.runner import WALL_KEYS
+
+    unusable = set(WALL_KEYS) | {"kv_eviction_policy", "power_w", "power_coverage"}
+    known = (set(SUMMARY_KEYS) | set(GOODPUT_KEYS) | {"goodput_rps_per_gpu", "gpus"}) - unusable
     out = {}
     for key, bound in value.items():
+        if key in unusable:
+            raise err(f"search.target.{key}", "cannot be a target (a text, always null, or "
+                                              "a wall-clock measure of this machine)")
         if key not in known:
             raise err(f"search.target.{key}", "not a summary key (see docs/metrics.md)")
+        if key.startswith("goodput_") and not points_have_sla:
+            raise err(f"search.target.{key}", "goodput needs an SLA (set sla: in the search "
+                                              "file or the base)")
         if not isinstance(bound, dict) or not bound or set(bound) - {"min", "max"}:
             raise err(f"search.target.{key}", "must be a mapping with min and/or max")
         for side, x in bound.items():

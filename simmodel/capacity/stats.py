@@ -36,6 +36,15 @@ def sla_target(sla: Optional[dict], percentile: float) -> dict:
             for key, stem in _SLA_METRICS if sla.get(key) is not None}
 
 
+def point_target(scenario, percentile: float) -> dict:
+    """The bounds a sweep judges one point's runs by: its own SLA (a grid may vary it)."""
+    sla = scenario.sla
+    if not sla.is_set:
+        return {}
+    return sla_target({k: getattr(sla, k) for k in ("ttft_ms", "itl_ms", "e2e_ms")},
+                      percentile)
+
+
 def met(row: dict, target: dict, suffix: str = "") -> Optional[bool]:
     """Whether every bound of ``target`` holds for ``row[key + suffix]``; None without a
     target; False when a value is missing or NaN."""
@@ -94,11 +103,12 @@ def point_status(statuses) -> str:
     return "partial"
 
 
-def summarize_points(points: pd.DataFrame, key_columns, target: dict,
+def summarize_points(points: pd.DataFrame, key_columns, targets: dict,
                      expected: dict) -> pd.DataFrame:
     """One row per point of ``points`` (one row per run).  ``key_columns``: the point's
-    identifying columns (label, varied keys, gpus); ``expected``: point -> the number of
-    runs it should have (a point with fewer finished is ``partial``)."""
+    identifying columns (label, varied keys, gpus); ``targets``: point -> the bounds its
+    means are judged by; ``expected``: point -> the number of runs it should have (a
+    point with fewer finished is ``partial``)."""
     stats = stat_columns(points, key_columns)
     rows = []
     for pid, runs in points.groupby("point", sort=True):
@@ -115,6 +125,7 @@ def summarize_points(points: pd.DataFrame, key_columns, target: dict,
             m, s, lo, hi = mean_ci(pd.to_numeric(ok[c], errors="coerce").tolist())
             row.update({f"{c}_mean": m, f"{c}_std": s, f"{c}_ci95_low": lo,
                         f"{c}_ci95_high": hi})
+        target = targets.get(pid, {})
         row["sla_met"] = met(row, target, "_mean") if len(ok) else (False if target else None)
         rows.append(row)
     return pd.DataFrame(rows)

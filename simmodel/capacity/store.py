@@ -7,7 +7,7 @@ Layout of ``--out DIR``::
     DIR/summary.parquet    one row per point (mean, std, 95% CI over replications)
     DIR/search.json        searches only: the answer and probes per grid point
     DIR/cache/<key>.json   one finished run's row (the cache; never edited, only added)
-    DIR/runs/<label>/      full result folders, with --keep-runs only
+    DIR/runs/pPPPP-rR/     full result folders (point P, replication R), --keep-runs only
 
 A run's key hashes its fully resolved scenario (every setting, defaults included), the
 trace file's size and modification time, the seed, the statistics window, the
@@ -41,7 +41,7 @@ def run_key(scenario: Scenario, seed: int, warmup_ms: float, early_stop: tuple) 
 
     resolved = dataclasses.asdict(dataclasses.replace(scenario, source=None, seed=seed))
     files = {}
-    for path in _paths(resolved):
+    for path in _paths(resolved) + _policy_files(scenario):
         try:
             st = os.stat(path)
             files[path] = [st.st_size, st.st_mtime_ns]
@@ -51,6 +51,15 @@ def run_key(scenario: Scenario, seed: int, warmup_ms: float, early_stop: tuple) 
                        "warmup_ms": warmup_ms, "early_stop": list(early_stop),
                        "version": simmodel.__version__}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _policy_files(scenario: Scenario) -> list[str]:
+    """A python planner policy's module file beside the scenario (its code shapes runs)."""
+    planner = scenario.planner
+    if planner is None or planner.kind != "python" or not planner.base_dir:
+        return []
+    module = planner.policy.split(":")[0]
+    return [os.path.join(planner.base_dir, *module.split(".")) + ".py"]
 
 
 def _paths(tree: Any) -> list[str]:

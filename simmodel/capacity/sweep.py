@@ -57,10 +57,17 @@ def sweep(spec_or_path: Any, executor: Any = None, *, out: Optional[str] = None,
     ``on_run(row)`` is called as each run finishes (progress)."""
     spec = spec_or_path if isinstance(spec_or_path, Spec) else load_spec(spec_or_path,
                                                                          kind="sweep")
-    store = Store(out)
     backend = open_backend(executor, jobs=jobs, dask=dask)
+    try:
+        store = Store(out)
+    except BaseException:
+        backend.close()
+        raise
     opts = Options(backend, store, keep_runs, fail_fast, on_run)
-    target = stats.sla_target(spec.sla, spec.sla_percentile)
+
+    def target(point: Point) -> dict:
+        return stats.point_target(point.scenario, spec.sla_percentile)
+
     tasks = [make_task(spec, p, r, opts) for p in spec.points for r in range(spec.replications)]
     rows: dict = {}
     complete = False
@@ -130,7 +137,7 @@ def _notify(opts: Options, row: dict) -> None:
         opts.on_run(row)
 
 
-def points_table(spec: Spec, points, tasks: list, rows: dict, target: dict) -> pd.DataFrame:
+def points_table(spec: Spec, points, tasks: list, rows: dict, target) -> pd.DataFrame:
     """One row per finished run, columns: point, label, the varied keys, gpus,
     replication, seed, the summary keys, sla_met, wall_s, status, error."""
     by_point = {p.point: p for p in points}
@@ -147,8 +154,9 @@ def points_table(spec: Spec, points, tasks: list, rows: dict, target: dict) -> p
                     seed=task.seed)
         body = {k: v for k, v in row.items()
                 if k not in ("status", "error", "wall_s", "cached", "gpus")}
-        verdict = stats.met(body, target) if row["status"] == "ok" else (
-            False if target else None)
+        bounds = target(p)
+        verdict = stats.met(body, bounds) if row["status"] == "ok" else (
+            False if bounds else None)
         out.append({**head, **body, "sla_met": verdict, "wall_s": row["wall_s"],
                     "status": row["status"], "error": row.get("error")})
     if not out:
@@ -164,14 +172,17 @@ def _varied(points) -> list[str]:
     return varied
 
 
-def build_result(spec: Spec, points, tasks: list, rows: dict, target: dict,
+def build_result(spec: Spec, points, tasks: list, rows: dict, target,
                  complete: bool, executor: str) -> SweepResult:
+    """The tables of the finished ``rows``; ``target(point)``: the bounds behind its
+    ``sla_met`` (a sweep: the point's SLA; a search: the search target)."""
     table = points_table(spec, points, tasks, rows, target)
     keys = ["label", *_varied(points), "gpus"]
     expected: dict = {}
     for t in tasks:
         expected[t.point] = expected.get(t.point, 0) + 1
-    summary = (stats.summarize_points(table, keys, target, expected) if len(table)
+    targets = {p.point: target(p) for p in points}
+    summary = (stats.summarize_points(table, keys, targets, expected) if len(table)
                else pd.DataFrame(columns=["point", *keys, "n", "status", "sla_met"]))
     return SweepResult(spec=spec, points=table, summary=summary, complete=complete,
                        executor=executor)

@@ -156,7 +156,9 @@ def search_probes(results: Sequence[Mapping], *, metric: Optional[str] = None, a
     ``results``: the ``results`` list of ``search.json``; ``metric`` defaults to the first
     target key of the first result.  One colour per search (labelled by its grid); probes
     joined lightly in probing order and numbered 1, 2, ...; met probes filled, unmet
-    hollow, early-stopped ones an ``x``.  The target bounds are dashed horizontal lines,
+    hollow, early-stopped ones an ``x`` (drawn at least at the ``max`` bound: their
+    values are those when the run stopped, and the full run was certain to exceed
+    it).  The target bounds are dashed horizontal lines,
     each answer (``best``) a dotted vertical line.  A probe without the metric is not
     drawn.  Gids: ``probe_path:<s>``, ``probes_met:<s>``, ``probes_unmet:<s>``,
     ``probes_stopped:<s>``, ``best:<s>``, ``target:<op>=<bound>``.
@@ -176,6 +178,9 @@ def search_probes(results: Sequence[Mapping], *, metric: Optional[str] = None, a
                 label=f"{s.label} ({answer})", gid=f"probe_path:{s.label}")
         stopped = (p["status"] == "early_stopped").to_numpy()
         met = p["met"].to_numpy(dtype=bool)
+        ceiling = max((b for op, b in s.bounds if op == "max"), default=None)
+        if ceiling is not None and stopped.any():
+            p = p.assign(y=np.where(stopped, np.fmax(p["y"].to_numpy(float), ceiling), p["y"]))
         for kind, mask, style in (
                 ("met", met & ~stopped, {"marker": "o", "color": c}),
                 ("unmet", ~met & ~stopped, {"marker": "o", "markerfacecolor": "none",
