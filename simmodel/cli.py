@@ -40,6 +40,7 @@ EXIT_OK = 0
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
+EXIT_BROKEN_PIPE = 141           # 128 + SIGPIPE, as a Unix tool killed by it
 
 
 class Terminated(KeyboardInterrupt):
@@ -66,6 +67,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (UserError, ConfigError) as e:
         print(f"{parser.prog}: error: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except BrokenPipeError:          # `simmodel ... | head`: the reader left; end quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())   # so the exit-time flush cannot fail again
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt as e:
         terminated = isinstance(e, Terminated)
         print(f"{parser.prog}: {'terminated' if terminated else 'interrupted'}",
@@ -183,13 +188,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         finally:
             bar.close()          # end the line before the summary or an error message
 
-    print(format_summary(result.summary))
-    if args.out is not None:
+    if args.out is not None:       # written before printing: a closed pipe cannot lose it
         try:
             write_result(result, args.out, summary_only=args.summary_only)
         except OSError as e:
             raise UserError(f"--out: cannot write results to {args.out}: "
                             f"{e.strerror or e}") from None
+    print(format_summary(result.summary))
+    if args.out is not None:
         print(f"\nresults written to {args.out}")
     return EXIT_OK
 

@@ -259,9 +259,10 @@ def run(scenario: Scenario, *, seed: int | None = None,
     ``progress``, if given, is called as ``progress(now_ms, done, total)`` about every
     0.2 s of wall time while the simulation runs (``done``: requests finished, rejected or
     cancelled so far; ``total``: requests in the workload), and once at the end.
-    ``stop_when``, if given, is called as ``stop_when(requests)`` at the same moments
-    with the released request records; once it returns true the run stops there and
-    ``Result.early_stopped`` is set.  ``stats_from_ms``: requests arriving earlier are left
+    ``stop_when``, if given, is called as ``stop_when(request)`` with each request record
+    as it completes or is rejected; once it returns true the run stops after that
+    instant's event and ``Result.early_stopped`` is set (deterministic: it depends only
+    on the simulation, never on wall time).  ``stats_from_ms``: requests arriving earlier are left
     out of the summary's statistics (see ``simmodel.finish``)."""
     if seed is not None:
         scenario = dataclasses.replace(scenario, seed=seed)
@@ -296,30 +297,34 @@ def run_until(env: simpy.Environment, until: float | None) -> None:
 def run_with_progress(cluster: Cluster, until: float | None, progress,
                       every_s: float = 0.2, stop_when=None) -> bool:
     """``run_until`` in slices of simulated time, reporting between slices (``progress``
-    may be None); return True if ``stop_when(requests)`` ended the run early.  Stopping
+    may be None); return True if ``stop_when(request)`` ended the run early.  Stopping
     and resuming the environment does not reorder events, so results are identical."""
     env = cluster.env
     total = sum(len(s.turns) for s in cluster.workload.sessions)
     driver = cluster.driver
+    stopped = [False]
+    if stop_when is not None:
+        def on_end(req) -> None:
+            if not stopped[0] and stop_when(req):
+                stopped[0] = True
+        driver.on_end = on_end
 
-    def report() -> bool:
+    def report() -> None:
         if progress is not None:
             progress(env.now, driver.ended + len(driver.unreleased_cancelled), total)
-        return stop_when is not None and bool(stop_when(driver.requests))
 
     span = 100.0                              # simulated ms per slice, adapted to speed
-    while env._queue:
+    while env._queue and not stopped[0]:
         nxt = env.peek()
         if until is not None and nxt > until:
             break
         stop = nxt + span if until is None else min(nxt + span, until)
         t = time.perf_counter()
         step = env.step
-        while env._queue and env.peek() <= stop:   # events at exactly ``stop`` included
+        while env._queue and env.peek() <= stop and not stopped[0]:  # ``stop`` included
             step()
         took = time.perf_counter() - t
         span = span * 2.0 if took < every_s / 2 else (span / 2.0 if took > every_s * 2 else span)
-        if report() and env._queue:
-            return True
+        report()
     report()
-    return False
+    return stopped[0] and bool(env._queue)

@@ -227,3 +227,18 @@ def test_cli_search_writes_search_json(tmp_path, capsys):
     assert json.loads((out / "sweep.json").read_text())["kind"] == "search"
     text = capsys.readouterr().out
     assert "cluster.workers" in text and " 2 " in text
+
+
+def test_stop_when_is_called_per_ending_request_and_stops_the_run():
+    sc = simmodel.load_scenario(TINY)
+    seen = []
+
+    def third(req):
+        seen.append(req.status)
+        return len(seen) == 3
+
+    res = simmodel.run(sc, stop_when=third)
+    done = int((res.requests["terminal_status"] == "completed").sum())
+    assert res.early_stopped and len(seen) == 3 and 3 <= done < 40
+    full = simmodel.run(sc, stop_when=lambda req: False)
+    assert not full.early_stopped and (full.requests["terminal_status"] == "completed").all()

@@ -186,3 +186,20 @@ def test_grid_over_the_sla_judges_each_point_by_its_own(tmp_path):
     res = sweep(path, jobs=1)
     assert list(res.points["sla_met"]) == [False, True]
     assert list(res.summary["sla_met"]) == [False, True]
+
+
+def test_set_applies_to_every_point_without_a_column(tmp_path):
+    path = spec_file(tmp_path, """
+set: {cluster.kv_transfer.bandwidth_gb_s: 25.0, cluster: {engine: {max_num_seqs: 16}}}
+points:
+  - {label: agg, grid: {cluster.workers: [1, 2]}}
+  - {label: d, cluster: {prefill: {workers: 1}, decode: {workers: 1}}}
+""")
+    spec = load_spec(path)
+    assert spec.varied == ("cluster.workers", "cluster.prefill.workers", "cluster.decode.workers")
+    assert all(p.scenario.cluster.kv_transfer.bandwidth_gb_s == 25.0 for p in spec.points)
+    assert spec.points[0].scenario.cluster.engine.max_num_seqs == 16
+    assert spec.points[2].scenario.cluster.decode.engine.max_num_seqs == 16
+    bad = spec_file(tmp_path, "set: {cluster.wrkers: 2}\ngrid: {cluster.workers: [1]}\n")
+    with pytest.raises(UserError, match=r"set.cluster.wrkers: unknown scenario key"):
+        load_spec(bad)

@@ -18,6 +18,8 @@ def _fmt(value: Any, spec: str = ".4g") -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e15:
+            return f"{int(value)}"          # counts and sizes stay whole numbers
         return f"{value:{spec}}"
     return str(value)
 

@@ -151,30 +151,33 @@ def decided_fail(values_over: int, total_requests: int, p: float) -> bool:
 
 
 def _stop_rule(task: Task, scenario: Scenario):
-    """``stop_when(requests)`` for ``simmodel.run``: true once any early-stop target is
-    decided to fail (requests arriving before the warm-up are not counted)."""
+    """``stop_when(request)`` for ``simmodel.run``: counts, as each request ends, the
+    completed ones (arriving after the warm-up) over each bound, and is true once any
+    early-stop target is decided to fail."""
     rules = [(_parse(key), bound) for key, bound in task.early_stop]
+    over = [0] * len(rules)
+    total = _total_requests(scenario)
     warm = task.warmup_ms
 
-    def stop_when(requests) -> bool:
-        for (p, column), bound in rules:
-            over = 0
-            for r in requests:
-                if r.status != "completed" or r.arrival_ms < warm:
-                    continue
-                if getattr(r, column) - r.arrival_ms > bound:
-                    over += 1
-            if decided_fail(over, _total_requests(scenario, requests), p):
-                return True
-        return False
+    def stop_when(r) -> bool:
+        if r.status != "completed" or r.arrival_ms < warm:
+            return False
+        decided = False
+        for i, ((p, column), bound) in enumerate(rules):
+            if getattr(r, column) - r.arrival_ms > bound:
+                over[i] += 1
+                decided = decided or decided_fail(over[i], total, p)
+        return decided
     return stop_when
 
 
-def _total_requests(scenario: Scenario, requests) -> int:
+def _total_requests(scenario: Scenario) -> int:
     """An upper bound on the requests that can complete: every turn of the workload."""
     wl = _workload(scenario)
     if wl is not None:
         return wl.num_requests
     syn = scenario.workload.synthetic
-    return syn.requests if syn is not None else max(len(requests), 1)
+    if syn is not None:
+        return syn.requests
+    raise UserError("early stop: the workload's size is unknown")
 

@@ -23,7 +23,7 @@ from simmodel.config import Scenario
 from simmodel.errors import UserError
 from simmodel.scenario import _StrictLoader, _describe_yaml_error, scenario_from_dict
 
-SWEEP_KEYS = ("name", "base", "grid", "points", "replications", "warmup_ms", "sla",
+SWEEP_KEYS = ("name", "base", "set", "grid", "points", "replications", "warmup_ms", "sla",
               "sla_percentile", "search")
 SEARCH_KEYS = ("vary", "range", "goal", "target", "tolerance", "early_stop")
 GOALS = ("min", "max")
@@ -100,6 +100,7 @@ def load_spec(path: str, *, kind: Optional[str] = None) -> Spec:
         if data["sla"] is not None and not isinstance(data["sla"], dict):
             raise err("sla", "must be a mapping (ttft_ms, itl_ms, e2e_ms) or null")
         base_raw = dict(base_raw, sla=data["sla"] or {})
+    base_raw = _fixed(data.get("set"), base_raw, folder, err)
     points = _expand(data, base_raw, base_path, folder, err, search="search" in data)
     search = _search(data["search"], points, err) if "search" in data else None
     varied: list[str] = []
@@ -190,6 +191,18 @@ def _expand(data: dict, base_raw: dict, base_path: str, folder: str, err: _Err,
             out.append(_point(len(out), label, {**fixed, **g}, g, base_raw, base_path,
                               where, set(own), err))
     return out
+
+
+def _fixed(settings: Any, base_raw: dict, folder: str, err: _Err) -> dict:
+    """``set:``: settings applied to every point (not varied: no column of their own)."""
+    if settings is None:
+        return base_raw
+    if not isinstance(settings, dict):
+        raise err("set", "must be a mapping of scenario settings (nested or dotted keys)")
+    flat = {k: K.resolve_path_value(k, v, folder) for k, v in K.flatten(settings).items()}
+    for k in flat:
+        _check_key(k, f"set.{k}", err)
+    return K.apply_overrides(base_raw, flat)
 
 
 def _grid(grid: Any, where: str, folder: str, err: _Err) -> dict:

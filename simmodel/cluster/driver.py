@@ -63,6 +63,7 @@ class Driver:
         self.unreleased_cancelled: set[tuple[str, int]] = set()
         self.ended = 0
         self.traffic = None                          # planner's TrafficWindow, if any
+        self.on_end = None                           # callable(req) as each request ends
 
     # -- processes --------------------------------------------------------------------
     def start(self) -> None:
@@ -174,6 +175,8 @@ class Driver:
         self.ended += 1
         if self.traffic is not None:
             self.traffic.on_done(req)
+        if self.on_end is not None:
+            self.on_end(req)
         if req.on_done is not None and not req.on_done.triggered:
             outcome = {"completed": COMPLETED, "rejected": REJECTED}.get(req.status, CANCELLED)
             req.on_done.succeed(outcome)

@@ -288,8 +288,10 @@ def search_series(results: Sequence[Mapping],
         on_metric = (result.get("target") or {}).get(metric) or {}
         bounds = tuple((op, float(b)) for op, b in on_metric.items() if b is not None)
         best = result.get("best")
+        shown = ", ".join(f"{k}={format_value(v)}" for k, v in grid.items())
+        name = str(result.get("label") or "")
         series.append(ProbeSeries(
-            label=", ".join(f"{k}={format_value(v)}" for k, v in grid.items()) or "all",
+            label=" ".join(t for t in (name, shown) if t) or "all",
             vary=str(result.get("vary") or "value"), goal=result.get("goal"),
             best=None if best is None else float(best), bounds=bounds,
             probes=pd.DataFrame(rows, columns=["order", "value", "y", "met", "status"])))
