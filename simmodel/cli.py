@@ -343,11 +343,11 @@ def _check_figure_out(out: str) -> str:
     format (from the extension, png if none)."""
     from matplotlib.backend_bases import FigureCanvasBase
 
+    from simmodel.outdir import check_out_dir
+
     if os.path.isdir(out):
         raise UserError(f"--out: {out} is a directory")
-    parent = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(parent):
-        raise UserError(f"--out: cannot write {out}: folder {parent} does not exist")
+    check_out_dir(os.path.dirname(os.path.abspath(out)))   # missing folders are created
     fmt = os.path.splitext(out)[1][1:].lower() or "png"
     supported = FigureCanvasBase.get_supported_filetypes()
     if fmt not in supported:
@@ -357,11 +357,15 @@ def _check_figure_out(out: str) -> str:
 
 
 def _save_figure(fig, out: str, fmt: str) -> None:
-    """``fig.savefig`` into a temporary file beside ``out``, then ``os.replace``: ``out``
-    is either the complete new figure or untouched, and no temporary file remains."""
+    """``fig.savefig`` into a temporary file beside ``out`` (its missing folders created),
+    then ``os.replace``: ``out`` is either the complete new figure or untouched, and no
+    temporary file (or folder created for it) remains after a failure."""
     import secrets
 
+    from simmodel.outdir import make_parents, remove_created
+
     folder, name = os.path.split(os.path.abspath(out))
+    created = make_parents(folder)
     while True:      # not tempfile.mkstemp, which forces mode 0600: the umask applies
         tmp = os.path.join(folder, f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
         try:
@@ -378,6 +382,7 @@ def _save_figure(fig, out: str, fmt: str) -> None:
             os.remove(tmp)
         except OSError:
             pass
+        remove_created(created)
         raise
 
 
@@ -397,9 +402,10 @@ def _apply_overrides(scenario: Scenario, args: argparse.Namespace) -> Scenario:
 
 
 def _check_out_dir(out: str) -> None:
-    """Fail before a possibly long run if the results could obviously not be written."""
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise UserError(f"--out: {out} exists and is not a directory")
+    """Fail before a possibly long run if the results could not be written there."""
+    from simmodel.outdir import check_out_dir
+    from simmodel.report import RESULT_FILES
+    check_out_dir(out, RESULT_FILES)
 
 
 def _one_line(text: str) -> str:

@@ -1,10 +1,9 @@
 """Writing a ``Result`` to disk and printing its summary.
 
-``write_result`` never leaves partial output: every file is written into a temporary
-sibling of the output directory, and only complete files are moved into place.  A new
-output directory appears in one ``rename``.  An existing one keeps any files that are not
-ours; ours are replaced one by one with ``os.replace``, which is atomic per file.  The
-directory is never swapped out wholesale, because that would delete the user's other files.
+``write_result`` never leaves partial output: the whole result is written into a
+temporary sibling of the output folder and swapped in with renames
+(``simmodel.outdir``), so the folder holds the earlier result or the new one, never a
+mix.  An existing folder is replaced only if it holds result files alone.
 """
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ import errno
 import json
 import math
 import os
-import secrets
 import shutil
 from typing import Any, Union
 
@@ -53,63 +51,28 @@ def write_result(result: Result, out_dir: Union[str, os.PathLike], *,
     ``out_dir``; with ``summary_only``, the two JSON files only.
 
     Missing parent directories are created (and removed again on failure).  On any error
-    nothing is left behind: no temporary directory, no half-written file.
+    nothing is left behind: no temporary directory, no half-written file, and an earlier
+    result in ``out_dir`` stays whole.  A folder holding other files is refused
+    (``UserError``).
     """
+    from simmodel import outdir
+
     out_dir = os.path.abspath(os.fspath(out_dir))
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise NotADirectoryError(errno.ENOTDIR, "exists and is not a directory", out_dir)
-    created = _make_parents(os.path.dirname(out_dir))
+    outdir.check_out_dir(out_dir, RESULT_FILES)
+    outdir.remove_stale(out_dir)
+    created = outdir.make_parents(os.path.dirname(out_dir))
     tmp = None
     try:
-        tmp = _make_temp_sibling(out_dir)
-        written = _write_files(result, tmp, summary_only)
-        _move_into_place(tmp, out_dir, written)
+        tmp = outdir.temp_sibling(out_dir)
+        _write_files(result, tmp, summary_only)
+        outdir.swap_in(tmp, out_dir)
     except BaseException:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-        for path in reversed(created):
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
+        outdir.remove_created(created)
         raise
-
-
-def _make_parents(path: str) -> list[str]:
-    """``mkdir -p path``; return the directories created, outermost first."""
-    missing = []
-    while path and not os.path.isdir(path):
-        missing.append(path)
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    created = []
-    try:
-        for p in reversed(missing):
-            os.mkdir(p)
-            created.append(p)
-    except BaseException:
-        for p in reversed(created):
-            try:
-                os.rmdir(p)
-            except OSError:
-                pass
-        raise
-    return created
-
-
-def _make_temp_sibling(out_dir: str) -> str:
-    # os.mkdir (not tempfile.mkdtemp, which forces mode 0700) so the final directory gets
-    # the usual permissions from the umask.
-    parent, base = os.path.split(out_dir)
-    while True:
-        tmp = os.path.join(parent, f".{base}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
-        try:
-            os.mkdir(tmp)
-            return tmp
-        except FileExistsError:
-            continue
 
 
 def _write_files(result: Result, folder: str, summary_only: bool = False) -> list[str]:
@@ -178,19 +141,6 @@ def read_result(out_dir: Union[str, os.PathLike], *, tables: bool = True) -> Res
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return text[0] if text else type(e).__name__
-
-
-def _move_into_place(tmp: str, out_dir: str, written: list[str]) -> None:
-    if not os.path.isdir(out_dir):
-        os.rename(tmp, out_dir)
-        return
-    for name in written:
-        os.replace(os.path.join(tmp, name), os.path.join(out_dir, name))
-    for name in RESULT_FILES:
-        stale = os.path.join(out_dir, name)
-        if name not in written and os.path.isfile(stale):
-            os.remove(stale)
-    os.rmdir(tmp)
 
 
 def _jsonable(value: Any) -> Any:

@@ -162,7 +162,7 @@ def test_out_that_cannot_be_written_is_refused_before_running(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert main(["sweep", path, "--out", str(blocker / "out"), "--quiet"]) == 2
-    assert "is not a directory" in capsys.readouterr().err
+    assert "is a file, not a directory" in capsys.readouterr().err
     assert main(["sweep", path, "--out", str(blocker), "--quiet"]) == 2
     assert "exists and is not a directory" in capsys.readouterr().err
 

@@ -8,6 +8,8 @@ import sys
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import simmodel
 from simmodel.cli import main
@@ -190,7 +192,7 @@ def test_subprocess_bad_scenario_has_no_traceback(tmp_path):
 
 
 def leftovers(folder) -> list[str]:
-    return [name for name in os.listdir(folder) if ".tmp-" in name]
+    return [name for name in os.listdir(folder) if ".tmp-" in name or ".old-" in name]
 
 
 def test_write_result_files(tmp_path):
@@ -248,18 +250,74 @@ def test_write_result_failure_keeps_existing_output(tmp_path, monkeypatch):
     assert leftovers(tmp_path) == []
 
 
-def test_write_result_replaces_existing_files_only(tmp_path):
+def test_write_result_replaces_an_earlier_result_whole(tmp_path):
     out = tmp_path / "out"
     write_result(small_result(kv_events=True), out)
-    (out / "notes.txt").write_text("mine")
     result = small_result()
     result.summary["completed_requests"] = 1
     write_result(result, out)
     assert sorted(os.listdir(out)) == [
-        "notes.txt", "passes.parquet", "requests.parquet", "summary.json"]   # stale kv gone
+        "passes.parquet", "requests.parquet", "summary.json"]           # stale kv gone
     assert json.loads((out / "summary.json").read_text())["completed_requests"] == 1
-    assert (out / "notes.txt").read_text() == "mine"
     assert leftovers(tmp_path) == []
+
+
+def test_write_result_refuses_a_folder_with_other_files(tmp_path):
+    out = tmp_path / "out"
+    write_result(small_result(), out)
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match=r"holds files simmodel did not write \(notes.txt\)"):
+        write_result(small_result(), out)
+    assert (out / "notes.txt").read_text() == "mine" and leftovers(tmp_path) == []
+
+
+def test_interrupt_between_renames_keeps_the_earlier_result(tmp_path, monkeypatch):
+    """The issue's case: a new summary must never sit beside an old requests table."""
+    out = tmp_path / "out"
+    old = small_result()
+    write_result(old, out)
+    before = {n: (out / n).read_bytes() for n in os.listdir(out)}
+    real = os.rename
+    calls = []
+
+    def rename(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:                 # the new folder is about to move in
+            raise KeyboardInterrupt
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    new = small_result()
+    new.summary["completed_requests"] = 99
+    with pytest.raises(KeyboardInterrupt):
+        write_result(new, out)
+    monkeypatch.setattr(os, "rename", real)
+    assert {n: (out / n).read_bytes() for n in os.listdir(out)} == before
+    assert leftovers(tmp_path) == []
+
+
+def test_stale_temporary_folders_of_dead_processes_are_removed(tmp_path):
+    dead = 2 ** 22 + 12345                  # above the default pid_max: never running
+    stale = tmp_path / f".out.tmp-{dead}-0123abcd"
+    stale.mkdir()
+    (stale / "summary.json").write_text("{}")
+    mine = tmp_path / f".out.tmp-{os.getpid()}-0123abcd"    # this process's: left alone
+    mine.mkdir()
+    write_result(small_result(), tmp_path / "out")
+    assert not stale.exists() and mine.exists()
+
+
+def test_out_checked_before_the_run(tmp_path, capsys, fake_run):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    scenario = write(tmp_path, SYNTHETIC)
+    for out, expected in ((blocker / "sub" / "out", "is a file, not a directory"),
+                          ("/proc/simmodel-out", "cannot write in /proc")):
+        assert main(["run", scenario, "--out", str(out)]) == 2
+        err = capsys.readouterr()
+        assert expected in err.err and err.out == ""      # nothing printed, nothing run
+        assert "File exists" not in err.err
+    assert fake_run.calls == []
 
 
 def test_cli_write_failure_is_a_user_error(tmp_path, capsys, fake_run, monkeypatch):
@@ -306,3 +364,46 @@ def test_format_summary_goodput():
     assert "0.810 req/s" in text
     goodput_out = [line for line in text.splitlines() if line.startswith("goodput output")]
     assert goodput_out and goodput_out[0].split()[-1] == "-"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(k=st.integers(0, 12), existing=st.booleans(), exc=st.sampled_from([KeyboardInterrupt, OSError]))
+def test_generated_interrupts_during_the_write(tmp_path_factory, k, existing, exc):
+    """Interrupt the k-th file operation of a write: the folder then holds the earlier
+    result whole (or nothing, for a new folder) or the new one whole; no temp is left."""
+    root = tmp_path_factory.mktemp("w")
+    out = root / "out"
+    if existing:
+        write_result(small_result(kv_events=True), out)
+    before = sorted(os.listdir(out)) if existing else None
+    new = small_result()
+    new.summary["completed_requests"] = 7
+    calls = []
+    real = {"rename": os.rename, "mkdir": os.mkdir, "parquet": pd.DataFrame.to_parquet}
+
+    def hook(name):
+        def wrapped(*args, **kwargs):
+            calls.append(name)
+            if len(calls) == k + 1:
+                raise exc("interrupted")
+            return real[name](*args, **kwargs)
+        return wrapped
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "rename", hook("rename"))
+        mp.setattr(os, "mkdir", hook("mkdir"))
+        mp.setattr(pd.DataFrame, "to_parquet", hook("parquet"))
+        try:
+            write_result(new, out)
+            finished = True
+        except (KeyboardInterrupt, OSError, UserError):   # UserError: the up-front probe
+            finished = False
+    assert leftovers(root) == []
+    if finished:
+        assert json.loads((out / "summary.json").read_text())["completed_requests"] == 7
+        assert sorted(os.listdir(out)) == ["passes.parquet", "requests.parquet", "summary.json"]
+    elif existing:
+        assert sorted(os.listdir(out)) == before
+        assert json.loads((out / "summary.json").read_text())["completed_requests"] == 2
+    else:
+        assert not out.exists()

@@ -252,16 +252,21 @@ def test_plot_errors(runs, capsys, tmp_path):
                                       "pareto, probes")
     assert main(["plot", a, "--out", str(tmp_path)]) == 2
     assert one_error_line(capsys) == f"--out: {tmp_path} is a directory"
-    deep = tmp_path / "no" / "fig.png"
-    assert main(["plot", a, "--out", str(deep)]) == 2
-    assert one_error_line(capsys) == (f"--out: cannot write {deep}: folder {deep.parent} "
-                                      f"does not exist")
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    assert main(["plot", a, "--out", str(blocker / "figs" / "fig.png")]) == 2
+    assert one_error_line(capsys) == (f"--out: cannot create {blocker / 'figs'}: {blocker} "
+                                      "is a file, not a directory")
+    blocker.unlink()
     assert main(["plot", a, "--out", str(tmp_path / "fig.xyz")]) == 2
     assert one_error_line(capsys).startswith("--out: unknown image format 'xyz'; use one of ")
     assert main(["plot", a, str(tmp_path / "nope"), "--out", str(out)]) == 2
     assert one_error_line(capsys) == (f"{tmp_path / 'nope'}: not a result directory "
                                       f"(it does not exist)")
     assert os.listdir(tmp_path) == []
+    deep = tmp_path / "no" / "figs" / "fig.png"                     # missing folders made
+    assert main(["plot", a, "--out", str(deep)]) == 0 and deep.is_file()
+    capsys.readouterr()
     assert main(["plot", a]) == 2                                   # --out is required
     assert "--out" in capsys.readouterr().err
 

@@ -123,22 +123,15 @@ class Store:
 
 
 def check_out_dir(out: str) -> None:
-    """Fail before any run if ``out`` cannot hold the results; create it."""
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise UserError(f"--out: {out} exists and is not a directory")
-    parent = os.path.dirname(out)
-    while parent and not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if parent and not os.path.isdir(parent):
-        raise UserError(f"--out: cannot create {out}: {parent} is not a directory")
+    """Fail before any run if ``out`` cannot hold the results
+    (``simmodel.outdir.check_out_dir``); create it."""
+    from simmodel.outdir import check_out_dir as check
+
+    check(out)
     try:
         os.makedirs(out, exist_ok=True)
-        probe = _temp_name(os.path.join(out, "probe"))
-        with open(probe, "wb"):
-            pass
-        os.remove(probe)
     except OSError as e:
-        raise UserError(f"--out: cannot write to {out}: {e.strerror or e}") from None
+        raise UserError(f"--out: cannot create {out}: {e.strerror or e}") from None
 
 
 def _temp_name(path: str) -> str:
