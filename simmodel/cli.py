@@ -51,12 +51,27 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
+class _UsageError(Exception):
+    """A command-line mistake found by argparse (printed as one line, exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``simmodel: error: <what> (see simmodel ... -h)``
+    instead of a usage block."""
+
+    def error(self, message: str):
+        raise _UsageError(f"{message} (see `{self.prog} --help`)")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as e:          # usage error (2) or --help (0)
+    except _UsageError as e:
+        print(f"{parser.prog}: error: {_one_line(str(e))}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except SystemExit as e:          # --help, --version (0)
         return e.code if isinstance(e.code, int) else EXIT_USER_ERROR
     import signal
     import threading
@@ -82,8 +97,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    import simmodel
+
+    parser = _Parser(
         prog="simmodel", description="SimPy simulator of LLM-serving clusters.")
+    parser.add_argument("--version", action="version",
+                        version=f"simmodel {simmodel.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run(sub)
     _add_compare(sub)
@@ -98,7 +117,11 @@ def _add_run(sub) -> None:
                          description="Run one scenario and print its summary.")
     run.add_argument("scenario", metavar="SCENARIO.yaml", help="scenario file")
     run.add_argument("--out", metavar="DIR",
-                     help="write summary.json, requests.parquet and passes.parquet here")
+                     help="write the result folder here: summary.json, scenario.json, "
+                          "requests.parquet, passes.parquet, and kv_events.parquet / "
+                          "lifecycle.parquet / telemetry.parquet when the scenario "
+                          "records them (replaced whole; a folder with other files is "
+                          "refused)")
     run.add_argument("--seed", type=int, metavar="N", help="override the scenario's seed")
     run.add_argument("--max-sim-time-ms", type=float, metavar="X",
                      help="override run.max_sim_time_ms (stop the simulation at X ms)")

@@ -166,9 +166,16 @@ def test_out_is_a_file(tmp_path, capsys, fake_run):
 @pytest.mark.parametrize("argv", [
     [], ["walk"], ["run"], ["run", "a.yaml", "--seed", "abc"], ["run", "a.yaml", "--bogus"],
 ])
-def test_usage_errors_exit_2(argv, capsys):
+def test_usage_errors_exit_2_in_one_line(argv, capsys):
     assert main(argv) == 2
-    assert "usage: simmodel" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "usage:" not in err and len(err.strip().splitlines()) == 1
+    assert err.startswith("simmodel: error: ") and "--help" in err
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"simmodel {simmodel.__version__}"
 
 
 def test_help_exits_0(capsys):

@@ -145,7 +145,8 @@ def test_compare_errors(runs, capsys, tmp_path):
 
 def test_compare_usage_error(capsys):
     assert main(["compare"]) == 2
-    assert "usage: simmodel compare" in capsys.readouterr().err
+    assert one_error_line(capsys) == ("the following arguments are required: RESULT_DIR "
+                                      "(see `simmodel compare --help`)")
 
 
 # --------------------------------------------------------------------------- plot
