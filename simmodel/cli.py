@@ -217,7 +217,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         except OSError as e:
             raise UserError(f"--out: cannot write results to {args.out}: "
                             f"{e.strerror or e}") from None
-    print(format_summary(result.summary))
+    print(format_summary(result.summary, scenario.sla))
     if args.out is not None:
         print(f"\nresults written to {args.out}")
     return EXIT_OK

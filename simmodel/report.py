@@ -159,8 +159,10 @@ def _jsonable(value: Any) -> Any:
 # --------------------------------------------------------------------------- text
 
 
-def format_summary(summary: dict) -> str:
-    """A short table of the headline metrics; missing, None or NaN values print as ``-``."""
+def format_summary(summary: dict, sla=None) -> str:
+    """A short table of the headline metrics; missing, None or NaN values print as ``-``.
+    With ``sla`` (a set ``SlaConfig``), a last line gives the verdict: met when the p99
+    of each bounded latency is within its bound (see :func:`sla_verdict`)."""
     width = 10
     lines = [f"{'(ms)':<12}" + "".join(f"{h:>{width}}" for h, _ in _LATENCY_COLS)]
     for label, stem in _LATENCY_ROWS:
@@ -184,9 +186,27 @@ def format_summary(summary: dict) -> str:
             ("goodput output throughput",
              _with_unit(summary.get("goodput_output_throughput_tok_s"), ".2f", "tok/s")),
         ]
+    if sla is not None and sla.is_set:
+        rows.append(("SLA (p99)", sla_verdict(summary, sla)))
     label_width = max(len(label) for label, _ in rows) + 2
     lines += [f"{label:<{label_width}}{text}" for label, text in rows]
     return "\n".join(lines)
+
+
+def sla_verdict(summary: dict, sla) -> str:
+    """``met`` / ``MISSED`` with each bound: p99 TTFT against ``ttft_ms``, p99 TPOT (each
+    request's mean inter-token gap) against ``itl_ms``, p99 E2E against ``e2e_ms`` — the
+    rule of a sweep's ``sla_met`` (``simmodel.capacity.stats``)."""
+    from simmodel.capacity.stats import sla_bounds
+
+    parts, ok = [], True
+    for key, bound in sla_bounds(sla, 99.0).items():
+        value = summary.get(key)
+        good = isinstance(value, (int, float)) and value == value and value <= bound["max"]
+        ok &= good
+        shown = _fmt(value, ".2f")
+        parts.append(f"{key} {shown} {'<=' if good else '>'} {bound['max']:g}")
+    return ("met" if ok else "MISSED") + " (" + ", ".join(parts) + ")"
 
 
 def _fmt(value: Any, spec: str) -> str:

@@ -414,3 +414,15 @@ def test_generated_interrupts_during_the_write(tmp_path_factory, k, existing, ex
         assert json.loads((out / "summary.json").read_text())["completed_requests"] == 2
     else:
         assert not out.exists()
+
+
+def test_summary_prints_an_sla_verdict():
+    from simmodel.config import SlaConfig
+    summary = {"p99_ttft_ms": 2000.589, "p99_tpot_ms": 12.0}
+    text = format_summary(summary, SlaConfig(ttft_ms=2000.0, itl_ms=50.0))
+    assert text.splitlines()[-1].split() == [
+        "SLA", "(p99)", "MISSED", "(p99_ttft_ms", "2000.59", ">", "2000,", "p99_tpot_ms",
+        "12.00", "<=", "50)"]
+    ok = format_summary({"p99_e2e_latency_ms": 10.0}, SlaConfig(e2e_ms=10.0))
+    assert ok.splitlines()[-1].split()[2] == "met"
+    assert "SLA" not in format_summary(summary, SlaConfig())

@@ -157,3 +157,24 @@ def test_shipped_scenario_copy_loads():
     # the first 3,000 rows of the conversation trace: 18:15:46.6805900 -> 18:26:15.3839880
     assert w.num_requests == 3000
     assert turns(w)[-1].arrival_ms == pytest.approx(628_703.398, abs=1e-6)
+
+
+def test_errors_never_echo_a_files_contents(tmp_path):
+    secret = "root:x:0:0:root:/root:/bin/bash"
+    passwd = tmp_path / "passwd"
+    passwd.write_text(secret + "\ndaemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n")
+    with pytest.raises(UserError) as info:
+        read_azure(str(passwd), engine_block_size=64)
+    assert "root" not in str(info.value) and "not an Azure CSV trace" in str(info.value)
+    csv_file = tmp_path / "t.csv"
+    csv_file.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                        "2023-11-16 18:15:46.6805900 password=hunter2-and-much-more-text,5,6\n")
+    with pytest.raises(UserError) as info:
+        read_azure(str(csv_file), engine_block_size=64)
+    message = str(info.value)
+    assert "hunter2-and-much-more" not in message and len(message) < len(str(csv_file)) + 140
+    other = tmp_path / "h.csv"
+    other.write_text("a,b,c,d\n1,2,3,4\n")
+    with pytest.raises(UserError, match=r"missing TIMESTAMP, ContextTokens, GeneratedTokens "
+                                        r"\(got 'a', 'b', 'c', \.\.\.\)"):
+        read_azure(str(other), engine_block_size=64)

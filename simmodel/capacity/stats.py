@@ -36,13 +36,17 @@ def sla_target(sla: Optional[dict], percentile: float) -> dict:
             for key, stem in _SLA_METRICS if sla.get(key) is not None}
 
 
-def point_target(scenario, percentile: float) -> dict:
-    """The bounds a sweep judges one point's runs by: its own SLA (a grid may vary it)."""
-    sla = scenario.sla
+def sla_bounds(sla, percentile: float) -> dict:
+    """``sla_target`` of an ``SlaConfig`` ({} when no threshold is set)."""
     if not sla.is_set:
         return {}
     return sla_target({k: getattr(sla, k) for k in ("ttft_ms", "itl_ms", "e2e_ms")},
                       percentile)
+
+
+def point_target(scenario, percentile: float) -> dict:
+    """The bounds a sweep judges one point's runs by: its own SLA (a grid may vary it)."""
+    return sla_bounds(scenario.sla, percentile)
 
 
 def met(row: dict, target: dict, suffix: str = "") -> Optional[bool]:

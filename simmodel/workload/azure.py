@@ -46,11 +46,18 @@ class _RowError(Exception):
     """A problem with the current row; the reader adds ``path:line``."""
 
 
+def excerpt(text: str, limit: int = 24) -> str:
+    """A short, safe quote of a cell for a message: printable ASCII only (others as
+    ``?``), at most ``limit`` characters, so an error never echoes a file's contents."""
+    clean = "".join(c if " " <= c <= "~" else "?" for c in text.strip())
+    return repr(clean if len(clean) <= limit else clean[: limit - 3] + "...")
+
+
 def parse_timestamp(text: str, _days: dict = {}) -> int:
     """``YYYY-MM-DD HH:MM:SS[.fffffff]`` -> integer 100-ns ticks since 0001-01-01."""
     m = _TS.fullmatch(text.strip())
     if m is None:
-        raise _RowError(f"TIMESTAMP {text!r} is not 'YYYY-MM-DD HH:MM:SS[.fffffff]' "
+        raise _RowError(f"TIMESTAMP {excerpt(text)} is not 'YYYY-MM-DD HH:MM:SS[.fffffff]' "
                         f"(at most 7 fractional digits)")
     y, mo, d, h, mi, s, frac = m.groups()
     day = _days.get((y, mo, d))         # a trace spans few days: parse each date once
@@ -58,11 +65,11 @@ def parse_timestamp(text: str, _days: dict = {}) -> int:
         try:
             day = datetime.date(int(y), int(mo), int(d)).toordinal()
         except ValueError as e:
-            raise _RowError(f"TIMESTAMP {text!r}: {e}") from None
+            raise _RowError(f"TIMESTAMP {excerpt(text)}: {e}") from None
         _days[(y, mo, d)] = day
     h, mi, s = int(h), int(mi), int(s)
     if h > 23 or mi > 59 or s > 59:
-        raise _RowError(f"TIMESTAMP {text!r}: time of day out of range")
+        raise _RowError(f"TIMESTAMP {excerpt(text)}: time of day out of range")
     ticks = ((day * 24 + h) * 60 + mi) * 60 + s
     ticks *= _TICKS_PER_S
     if frac:
@@ -70,10 +77,20 @@ def parse_timestamp(text: str, _days: dict = {}) -> int:
     return ticks
 
 
+def _header_problem(path: str, header: list, missing: list) -> str:
+    """What is wrong with a header, quoting it only when the file is a CSV with a
+    comma-separated first line (a short excerpt of at most three cells)."""
+    want = f"header must name the columns {','.join(COLUMNS)}"
+    if len(header) < 2 or not path.lower().endswith(".csv"):
+        return f"not an Azure CSV trace: {want}"
+    shown = ", ".join(excerpt(c, 16) for c in header[:3]) + (", ..." if len(header) > 3 else "")
+    return f"{want}; missing {', '.join(missing)} (got {shown})"
+
+
 def _count(name: str, text: str) -> int:
     text = text.strip()
     if not text.isdigit():         # also refuses signs, decimals and empty cells
-        raise _RowError(f"{name} must be a whole number >= 1, got {text!r}")
+        raise _RowError(f"{name} must be a whole number >= 1, got {excerpt(text)}")
     value = int(text)
     if value < 1:
         raise _RowError(f"{name} must be >= 1, got {value}")
@@ -111,8 +128,7 @@ def read_azure(path: str, *, arrival_speedup_ratio: float = 1.0,
                 raise UserError(f"{path}: empty trace (no header, no rows)")
             missing = [c for c in COLUMNS if c not in header]
             if missing:
-                raise _RowError(f"header must name the columns {','.join(COLUMNS)}; "
-                                f"missing {', '.join(missing)} (got {','.join(header)})")
+                raise _RowError(_header_problem(path, header, missing))
             i_ts, i_ctx, i_gen = (header.index(c) for c in COLUMNS)
             width = len(header)
             for cells in reader:
