@@ -21,12 +21,14 @@ from simmodel.metrics.summary import summarize
 from simmodel.result import Result
 
 
-def sim_end_ms(scenario: Scenario, cluster, requests: pd.DataFrame) -> float:
-    """When the simulated service ends: the cut-off if ``max_sim_time_ms`` left work
-    unfinished, else the last thing that happened (pass end, arrival or rejection).
-    Provisioned workers are paid for until then."""
+def sim_end_ms(scenario: Scenario, cluster, requests: pd.DataFrame,
+               undispatched: int = 0) -> float:
+    """When the simulated service ends (summary key ``service_end_ms``): the cut-off if
+    ``max_sim_time_ms`` left work unfinished (a request incomplete, or ``undispatched``
+    turns never released), else the last thing that happened (pass end, arrival or
+    rejection).  Provisioned workers are paid for until then."""
     cut = scenario.run.max_sim_time_ms
-    if cut is not None and (requests.terminal_status == "incomplete").any():
+    if cut is not None and (undispatched or (requests.terminal_status == "incomplete").any()):
         return float(cut)
     last = 0.0
     for w in cluster.prefill_workers + cluster.workers:
@@ -45,23 +47,40 @@ def provisioned_s(w, end_s: float) -> float:
     return max(0.0, stop - w.created_ms / 1000.0)
 
 
+def _unreleased(cluster) -> tuple[list, int]:
+    """Turns the cluster never saw: ``(turn, "cancelled")`` rows for those a cancellation
+    dropped (they end there: one row each in the requests table), and the count of the
+    others, still waiting to be released when the run was cut (no row; summary key
+    ``undispatched_requests``)."""
+    released = {(r.session_id, r.turn_index) for r in cluster.driver.requests}
+    dropped = cluster.driver.unreleased_cancelled
+    cancelled, waiting = [], 0
+    for s in cluster.workload.sessions:
+        for t in s.turns:
+            key = (t.session_id, t.turn_index)
+            if key in released:
+                continue
+            if key in dropped:
+                cancelled.append((t, "cancelled"))
+            else:
+                waiting += 1
+    return cancelled, waiting
+
+
 def collect(scenario: Scenario, cluster, wall_ms: float, stats_from_ms: float = 0.0) -> Result:
     """The ``Result`` of ``cluster`` (built by ``simmodel.sim.build`` and run)."""
     reqs = cluster.driver.requests
-    released = {(r.session_id, r.turn_index) for r in reqs}
-    dropped = cluster.driver.unreleased_cancelled
-    unreleased = [(t, "cancelled" if (t.session_id, t.turn_index) in dropped else "incomplete")
-                  for s in cluster.workload.sessions for t in s.turns
-                  if (t.session_id, t.turn_index) not in released]
+    cancelled, undispatched = _unreleased(cluster)
     dp = 1 if scenario.cluster.disaggregated else scenario.cluster.engine.dp_size
-    requests = requests_frame(reqs, unreleased, dp)
+    requests = requests_frame(reqs, cancelled, dp)
     all_workers = cluster.prefill_workers + cluster.workers
     passes = passes_frame(all_workers)
     in_window = reqs
     if stats_from_ms > 0:
         in_window = [r for r in reqs if r.arrival_ms >= stats_from_ms]
     gaps, weights = itl_samples(in_window, cluster.workers)
-    end_s = sim_end_ms(scenario, cluster, requests) / 1000.0
+    end_ms = sim_end_ms(scenario, cluster, requests, undispatched)
+    end_s = end_ms / 1000.0
     cl = scenario.cluster
     if cl.disaggregated:
         prefill_ws = sum(provisioned_s(w, end_s) for w in cluster.prefill_workers)
@@ -88,6 +107,8 @@ def collect(scenario: Scenario, cluster, wall_ms: float, stats_from_ms: float = 
         trajectories=cluster.workload.kind == "agentic",
         window_start_ms=stats_from_ms,
     )
+    summary["service_end_ms"] = end_ms
+    summary["undispatched_requests"] = undispatched
     emissions = sum(getattr(w.sched, "mtp_emissions", 0) for w in all_workers)
     if emissions:
         # speculative decoding: tokens per emitting request-pass (1 + accepted drafts)

@@ -430,14 +430,15 @@ def test_max_sim_time_cuts_the_run(sim):
               run={"max_sim_time_ms": cut})
     df = res.requests
     by_session = {r.session_id: r for r in df.itertuples()}
-    a, b, c, d = (by_session[f"request_{i}"] for i in range(1, 5))
+    a, b, c = (by_session[f"request_{i}"] for i in range(1, 4))
     assert a.terminal_status == "completed" and a.last_token_ms == approx(cut)
     assert b.terminal_status == "incomplete" and b.output_length == 2
     assert c.terminal_status == "incomplete" and c.arrival_time_ms == cut   # processed
-    assert d.terminal_status == "incomplete" and getattr(d, UID) == -1         # never released
-    assert len(df) == 4
+    assert "request_4" not in by_session               # never released: no row, counted
+    assert len(df) == 3
     s = res.summary
-    assert s["num_requests"] == 3
+    assert s["undispatched_requests"] == 1 and s["service_end_ms"] == approx(cut)
+    assert s["num_requests"] == 3 == len(df)
     assert s["completed_requests"] == 1
     assert s["total_input_tokens"] == 100 and s["total_output_tokens"] == 2
     assert s["num_ttft_samples"] == 1
@@ -489,3 +490,20 @@ def test_a_zero_delay_next_turn_joins_the_pass_starting_at_the_completion(sim):
     assert s1.first_token_ms == approx(e2)
     assert df.loc[("request_1", 0)].second_token_ms == approx(e2)
     assert list(res.passes.prefill_tokens[:2]) == [1100, 136]
+
+
+def test_worker_seconds_run_to_the_service_end(tmp_path):
+    """Workers are billed from their start to ``service_end_ms`` (the last event, or the
+    cut-off when work was left), which ``duration_ms`` (the last completion) may precede."""
+    import simmodel
+    from simmodel.scenario import scenario_from_dict
+
+    data = {"workload": {"synthetic": {"requests": 5, "input_tokens": 1000, "output_tokens": 5,
+                                       "arrival_interval_ms": 100.0}},
+            "cluster": {"workers": 2, "engine": {"block_size": 64, "num_gpu_blocks": 8}}}
+    res = simmodel.run(scenario_from_dict(data, base_dir=str(tmp_path), source="s"))
+    s = res.summary
+    assert (res.requests["terminal_status"] == "rejected").all()        # 16 blocks > 8
+    assert s["duration_ms"] == 0.0 and s["completed_requests"] == 0
+    assert s["service_end_ms"] == res.requests["terminal_time_ms"].max() >= 400.0
+    assert s["decode_worker_seconds"] == pytest.approx(2 * s["service_end_ms"] / 1000)
