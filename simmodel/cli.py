@@ -280,6 +280,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     fmt = _check_figure_out(args.out)
     capacity = args.kind in CAPACITY_KINDS
     data = _read_sweep_folder(args) if capacity else _read_results(args.results, args.label_by)
+    if not capacity:
+        _check_runs_fit(args.kind, data)
 
     import matplotlib
     matplotlib.use("Agg")                # files only; never a window
@@ -343,6 +345,23 @@ def _read_results(dirs: Sequence[str], label_by: Optional[str] = None,
             label = f"{base}_{n}"
         runs[label] = result
     return runs
+
+
+def _check_runs_fit(kind: str, runs: dict) -> None:
+    """Refuse figures that would mislead: a timeline of several runs (it draws one), and
+    throughput against latency when every run replays the same workload at the same
+    speed, where throughput is fixed by the trace and the line only zig-zags."""
+    if kind == "timeline" and len(runs) > 1:
+        raise UserError(f"--kind timeline draws one run's workers: give one result folder "
+                        f"(got {len(runs)})")
+    if kind == "throughput" and len(runs) > 1:
+        loads = [r.scenario.get("workload") if isinstance(r.scenario, dict) else None
+                 for r in runs.values()]
+        if all(w is not None for w in loads) and all(w == loads[0] for w in loads):
+            raise UserError("--kind throughput: every run replays the same workload at the "
+                            "same speed, so throughput is fixed by it; vary the load "
+                            "(workload.arrival_speedup_ratio, workload.synthetic."
+                            "request_rate) or use a sweep (--kind sweep)")
 
 
 def _settings_label(folder: str, scenario: Optional[dict], label_by: str) -> str:

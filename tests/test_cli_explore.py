@@ -34,14 +34,18 @@ cluster:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Result directories: scenarios/tiny.yaml with seed 0 (``a``) and 1 (``b``), and
-    disaggregated (``d``)."""
+    """Result directories: scenarios/tiny.yaml with seed 0 (``a``) and 1 (``b``),
+    disaggregated (``d``), and at twice the load (``f``)."""
     root = tmp_path_factory.mktemp("runs")
     for name, seed in (("a", "0"), ("b", "1")):
         assert main(["run", TINY, "--out", str(root / name), "--seed", seed, "--quiet"]) == 0
     disagg = root / "disagg.yaml"
     disagg.write_text(TINY_DISAGG)
     assert main(["run", str(disagg), "--out", str(root / "d"), "--quiet"]) == 0
+    faster = root / "faster.yaml"                   # tiny at twice the load
+    faster.write_text(open(TINY).read().replace("arrival_interval_ms: 20.0",
+                                                "arrival_interval_ms: 10.0"))
+    assert main(["run", str(faster), "--out", str(root / "f"), "--quiet"]) == 0
     return root
 
 
@@ -167,8 +171,8 @@ def test_plot_writes_png(runs, capsys, tmp_path):
     ("a", ["--kind", "cdf", "--metric", "e2e_latency_ms", "--log-x", "--sla-ms", "900"]),
     ("a", ["--kind", "timeline", "--worker", "1"]),
     ("d", ["--kind", "breakdown"]),
-    ("a b d", ["--kind", "throughput"]),
-    ("a b", ["--kind", "throughput", "--metric", "mean_e2e_latency_ms"]),
+    ("a f d", ["--kind", "throughput"]),
+    ("a f", ["--kind", "throughput", "--metric", "mean_e2e_latency_ms"]),
 ])
 def test_plot_kinds(runs, capsys, tmp_path, dirs, extra):
     out = tmp_path / "fig.png"
@@ -209,9 +213,9 @@ def test_plot_passes_options(runs, capsys, tmp_path, monkeypatch):
     fake_figure_for(monkeypatch, calls)
     out = tmp_path / "fig.svg"
     assert main(["plot", str(runs / "a"), str(runs / "a"), "--out", str(out), "--kind",
-                 "timeline", "--worker", "1", "--log-x", "--sla-ms", "100"]) == 0
+                 "cdf", "--worker", "1", "--log-x", "--sla-ms", "100"]) == 0
     [(kind, given, options)] = calls
-    assert kind == "timeline"
+    assert kind == "cdf"
     assert list(given) == ["a", "a_2"] and given["a"].summary["completed_requests"] == 40
     assert options == {"metric": None, "worker": 1, "log_x": True, "sla_ms": 100.0}
     assert out.read_text().lstrip().startswith("<?xml")           # format from the extension

@@ -56,3 +56,17 @@ def test_label_by_settings(two_runs, capsys):
     fig = a / "cdf.png"
     assert main(["plot", str(a), "--out", str(fig), "--label-by", "seed"]) == 0
     assert fig.is_file()
+
+
+def test_plot_refuses_misleading_figures(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["run", TINY, "--out", str(a), "--quiet"]) == 0
+    assert main(["run", TINY, "--out", str(b), "--quiet", "--seed", "3"]) == 0
+    capsys.readouterr()
+    fig = tmp_path / "f.png"
+    assert main(["plot", str(a), str(b), "--out", str(fig), "--kind", "timeline"]) == 2
+    assert "draws one run's workers: give one result folder (got 2)" in capsys.readouterr().err
+    assert main(["plot", str(a), str(b), "--out", str(fig), "--kind", "throughput"]) == 2
+    assert "throughput is fixed by it" in capsys.readouterr().err
+    assert not fig.exists()
+    assert main(["plot", str(a), "--out", str(fig), "--kind", "timeline"]) == 0
