@@ -242,3 +242,30 @@ def test_stop_when_is_called_per_ending_request_and_stops_the_run():
     assert res.early_stopped and len(seen) == 3 and 3 <= done < 40
     full = simmodel.run(sc, stop_when=lambda req: False)
     assert not full.early_stopped and (full.requests["terminal_status"] == "completed").all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(lo=st.integers(0, 50), width=st.integers(1, 500), at=st.integers(-5, 600),
+       goal=st.sampled_from(["min", "max"]), k=st.integers(2, 5))
+def test_parallel_probes_give_the_same_answer(lo, width, at, goal, k):
+    met = (lambda v: v >= at) if goal == "min" else (lambda v: v <= at)
+    one = Bisector(lo, lo + width, goal, True, 0.0)
+    drive(one, met)
+    many = Bisector(lo, lo + width, goal, True, 0.0)
+    rounds = 0
+    while values := many.next_values(k):
+        assert len(values) <= k and not set(values) & set(many.probes)
+        for v in values:
+            many.record(v, met(v))
+        rounds += 1
+    assert many.best == one.best
+    assert rounds <= len(one.order)
+
+
+def test_parallel_probes_in_a_search_file(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(f"base: {TINY}\nsearch: {{vary: cluster.workers, range: [1, 8], "
+                    "target: {p99_ttft_ms: {max: 60}}, parallel_probes: 3}\n")
+    entry = search(str(path), jobs=1).results[0]
+    assert entry["best"] == 2
+    assert [p["value"] for p in entry["probes"]][:3] == [1, 2, 4]     # one round of three

@@ -54,29 +54,51 @@ class Bisector:
         self.order.append(value)
 
     def next_value(self):
+        values = self.next_values(1)
+        return values[0] if values else None
+
+    def next_values(self, k: int = 1) -> list:
+        """Up to ``k`` values to probe now (none when ``best`` is decided).  With k > 1:
+        while bracketing, the next k steps of the geometric growth; while bisecting, k
+        evenly spaced points inside the bracket.  Under a monotone verdict the answer is
+        the same for every k; only the probes differ."""
         if self.done:
-            return None
+            return []
         lo_met = self.probes.get(self.lo)
         if lo_met is None:
-            return self.lo
+            return self._chain(self.lo, k)
         far = self.goal == "min"                # the verdict beyond the boundary
         if lo_met == far:
             return self._finish(self.lo if far else None)
-        near = [v for v, m in self.probes.items() if m != far]
+        a = max(v for v, m in self.probes.items() if m != far)
         flipped = [v for v, m in self.probes.items() if m == far]
-        a = max(near)
         if not flipped:
             if a >= self.hi:
                 return self._finish(None if far else self.hi)
-            return self._grow(a)
+            return self._chain(self._grow(a), k)
         b = min(flipped)
         if self._narrow(a, b):
             return self._finish(b if far else a)
-        return self._mid(a, b)
+        return self._inside(a, b, k)
 
-    def _finish(self, best):
+    def _chain(self, v, k: int) -> list:
+        out = [v]
+        while len(out) < k and out[-1] < self.hi:
+            out.append(self._grow(out[-1]))
+        return out
+
+    def _inside(self, a, b, k: int) -> list:
+        if k == 1:
+            return [self._mid(a, b)]
+        points = [a + (b - a) * (i + 1) / (k + 1) for i in range(k)]
+        if self.integer:
+            points = sorted({int(round(p)) for p in points} - {a, b})
+            return points or [self._mid(a, b)]
+        return points
+
+    def _finish(self, best) -> list:
         self.done, self.best = True, best
-        return None
+        return []
 
     def _grow(self, v):
         if self.integer:
@@ -146,16 +168,14 @@ def _advance_all(spec: Spec, lines: list, probed: dict, tasks: list, rows: dict,
     while True:
         batch = []
         for i, line in enumerate(lines):
-            value = line.next_value()
-            if value is None:
-                continue
-            point = probe_point(spec.points[i], s, value, spec.path)
-            point = Point(point=len(probed), label=point.label, overrides=point.overrides,
-                          grid=point.grid, scenario=point.scenario)
-            probed[(i, value)] = point
-            new = [make_task(spec, point, r, opts, early) for r in range(spec.replications)]
-            tasks.extend(new)
-            batch.append((line, value, new))
+            for value in line.next_values(s.parallel_probes):
+                point = probe_point(spec.points[i], s, value, spec.path)
+                point = Point(point=len(probed), label=point.label, overrides=point.overrides,
+                              grid=point.grid, scenario=point.scenario)
+                probed[(i, value)] = point
+                new = [make_task(spec, point, r, opts, early) for r in range(spec.replications)]
+                tasks.extend(new)
+                batch.append((line, value, new))
         if not batch:
             return
         execute_all([t for _, _, new in batch for t in new], opts, rows)

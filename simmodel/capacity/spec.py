@@ -25,7 +25,8 @@ from simmodel.scenario import _StrictLoader, _describe_yaml_error, scenario_from
 
 SWEEP_KEYS = ("name", "base", "set", "grid", "points", "replications", "warmup_ms", "sla",
               "sla_percentile", "search")
-SEARCH_KEYS = ("vary", "range", "goal", "target", "tolerance", "early_stop")
+SEARCH_KEYS = ("vary", "range", "goal", "target", "tolerance", "early_stop",
+               "parallel_probes")
 GOALS = ("min", "max")
 #: ``sla_percentile`` values: the percentiles the summary reports (100: the maximum).
 PERCENTILES = (50.0, 75.0, 90.0, 95.0, 99.0, 100.0)
@@ -52,6 +53,7 @@ class SearchSpec:
     tolerance: float
     integer: bool
     early_stop: bool
+    parallel_probes: int = 1        # values probed at once per grid point (per round)
 
 
 @dataclass(frozen=True)
@@ -291,8 +293,9 @@ def _search(sec: Any, points: list[Point], err: _Err) -> SearchSpec:
     if not isinstance(early, bool):
         raise err("search.early_stop", f"must be true or false, got {early!r}")
     target = _target(sec["target"], err, all(p.scenario.sla.is_set for p in points))
+    parallel = _int(sec.get("parallel_probes", 1), "search.parallel_probes", err, minimum=1)
     spec = SearchSpec(vary=vary, lo=lo, hi=hi, goal=goal, target=target, tolerance=tol,
-                      integer=hint is int, early_stop=early)
+                      integer=hint is int, early_stop=early, parallel_probes=parallel)
     for p in points:                           # both ends must make valid scenarios
         for v in (lo, hi):
             raw_v = int(v) if spec.integer else float(v)
