@@ -77,13 +77,13 @@ def write_result(result: Result, out_dir: Union[str, os.PathLike], *,
 
 def _write_files(result: Result, folder: str, summary_only: bool = False) -> list[str]:
     with open(os.path.join(folder, SUMMARY_FILE), "w", encoding="utf-8") as f:
-        json.dump(_jsonable(result.summary), f, indent=2, allow_nan=False)
+        json.dump(jsonable(result.summary), f, indent=2, allow_nan=False)
         f.write("\n")
     written = [SUMMARY_FILE]
     if result.scenario is not None:
         import dataclasses
         with open(os.path.join(folder, SCENARIO_FILE), "w", encoding="utf-8") as f:
-            json.dump(_jsonable(dataclasses.asdict(result.scenario)), f, indent=2,
+            json.dump(jsonable(dataclasses.asdict(result.scenario)), f, indent=2,
                       allow_nan=False)
             f.write("\n")
         written.append(SCENARIO_FILE)
@@ -143,12 +143,13 @@ def _first_line(e: BaseException) -> str:
     return text[0] if text else type(e).__name__
 
 
-def _jsonable(value: Any) -> Any:
-    """Plain JSON types: numpy scalars unwrapped, NaN/inf -> null (strict JSON)."""
+def jsonable(value: Any) -> Any:
+    """Plain JSON types: numpy scalars unwrapped, tuples as lists, NaN/inf -> null
+    (strict JSON)."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, np.ndarray)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, np.generic):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):

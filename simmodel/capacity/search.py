@@ -27,11 +27,9 @@ from typing import Any, Callable, Optional
 import pandas as pd
 
 from simmodel.capacity import runner, stats
-from simmodel.capacity.executors import open_backend
-from simmodel.capacity.spec import Point, SearchSpec, Spec, load_spec, probe_point
-from simmodel.capacity.store import Store
+from simmodel.capacity.spec import Point, SearchSpec, Spec, probe_point
 from simmodel.capacity.sweep import (Options, SweepResult, build_result, execute_all,
-                                     make_task, write_sweep)
+                                     make_task, start, write_sweep)
 
 
 @dataclass
@@ -132,15 +130,9 @@ def search(spec_or_path: Any, executor: Any = None, *, out: Optional[str] = None
            fail_fast: bool = False, on_run: Optional[Callable[[dict], None]] = None
            ) -> SearchResult:
     """Run a search file (path or loaded ``Spec``); arguments as ``simmodel.sweep``."""
-    spec = spec_or_path if isinstance(spec_or_path, Spec) else load_spec(spec_or_path,
-                                                                         kind="search")
-    backend = open_backend(executor, jobs=jobs, dask=dask)
-    try:
-        store = Store(out)
-    except BaseException:
-        backend.close()
-        raise
-    opts = Options(backend, store, keep_runs, fail_fast, on_run)
+    spec, opts = start("search", spec_or_path, executor, out=out, jobs=jobs, dask=dask,
+                       keep_runs=keep_runs, fail_fast=fail_fast, on_run=on_run)
+    backend, store = opts.backend, opts.store
     s = spec.search
     lines = [Bisector(s.lo, s.hi, s.goal, s.integer, s.tolerance) for _ in spec.points]
     probed: dict = {}                 # (line, value) -> Point

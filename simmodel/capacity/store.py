@@ -20,16 +20,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 import secrets
 from typing import Any, Optional
 
-import numpy as np
 import pandas as pd
 
 from simmodel.config import Scenario
 from simmodel.errors import UserError
+from simmodel.report import jsonable
 
 CACHE_DIR = "cache"
 RUNS_DIR = "runs"
@@ -148,16 +147,3 @@ def write_atomic(path: str, data: bytes) -> None:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-
-
-def jsonable(value: Any) -> Any:
-    """Plain JSON: numpy scalars unwrapped, tuples as lists, NaN/inf as null."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -55,15 +55,9 @@ def sweep(spec_or_path: Any, executor: Any = None, *, out: Optional[str] = None,
     ``dask`` (``local``, ``local:N``, an address) or ``jobs`` local processes (default
     all cores).  ``out``: the output folder (cache + tables); None keeps nothing.
     ``on_run(row)`` is called as each run finishes (progress)."""
-    spec = spec_or_path if isinstance(spec_or_path, Spec) else load_spec(spec_or_path,
-                                                                         kind="sweep")
-    backend = open_backend(executor, jobs=jobs, dask=dask)
-    try:
-        store = Store(out)
-    except BaseException:
-        backend.close()
-        raise
-    opts = Options(backend, store, keep_runs, fail_fast, on_run)
+    spec, opts = start("sweep", spec_or_path, executor, out=out, jobs=jobs, dask=dask,
+                       keep_runs=keep_runs, fail_fast=fail_fast, on_run=on_run)
+    backend, store = opts.backend, opts.store
 
     def target(point: Point) -> dict:
         return stats.point_target(point.scenario, spec.sla_percentile)
@@ -79,6 +73,22 @@ def sweep(spec_or_path: Any, executor: Any = None, *, out: Optional[str] = None,
         result = build_result(spec, spec.points, tasks, rows, target, complete, backend.name)
         write_sweep(result, store)
     return result
+
+
+def start(kind: str, spec_or_path: Any, executor: Any, *, out: Optional[str],
+          jobs: Optional[int], dask: Optional[str], keep_runs: bool, fail_fast: bool,
+          on_run) -> tuple[Spec, Options]:
+    """The loaded spec (every point validated) and the run options: the backend opened,
+    then the output folder checked (the backend closed again if that fails)."""
+    spec = spec_or_path if isinstance(spec_or_path, Spec) else load_spec(spec_or_path,
+                                                                         kind=kind)
+    backend = open_backend(executor, jobs=jobs, dask=dask)
+    try:
+        store = Store(out)
+    except BaseException:
+        backend.close()
+        raise
+    return spec, Options(backend, store, keep_runs, fail_fast, on_run)
 
 
 def make_task(spec: Spec, point: Point, replication: int, opts: Options,
