@@ -228,3 +228,20 @@ def test_spec_round_trips_into_sweep_json(micro, tmp_path):
     spec = load_spec(micro)
     assert spec.kind == "sweep" and len(spec.points) == 4 and spec.replications == 2
     assert spec.varied == ("cluster.workers", "cluster.router.mode")
+
+
+def test_cli_joins_a_running_dask_scheduler(micro, tmp_path, capsys):
+    pytest.importorskip("distributed")
+    from distributed import LocalCluster
+
+    serial = sweep(micro, jobs=1)
+    out = tmp_path / "out"
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster:
+        assert main(["sweep", micro, "--out", str(out), "--dask", cluster.scheduler_address,
+                     "--quiet"]) == 0
+    info = json.loads((out / "sweep.json").read_text())
+    assert info["executor"] == f"dask:{cluster.scheduler_address}"
+    pd.testing.assert_frame_equal(serial.points.drop(columns="wall_s"),
+                                  pd.read_parquet(out / "points.parquet").drop(columns="wall_s"),
+                                  check_dtype=False)
