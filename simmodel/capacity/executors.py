@@ -143,6 +143,18 @@ def _address(client) -> str:
         return "client"
 
 
+def _local_cluster(LocalCluster, n: int):
+    """A LocalCluster of ``n`` one-thread worker processes; on Linux they are forked
+    (started in ~0.1 s instead of ~1 s, and closed in 0.03 s), elsewhere spawned."""
+    import sys
+
+    import dask
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
+    with dask.config.set({"distributed.worker.multiprocessing-method": method}):
+        return LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                            dashboard_address=":0", silence_logs=50)
+
+
 def _dask_backend(spec: str) -> DaskBackend:
     try:
         from distributed import Client, LocalCluster
@@ -156,8 +168,7 @@ def _dask_backend(spec: str) -> DaskBackend:
             if not text.isdigit() or int(text) < 1:
                 raise UserError(f"--dask: local:N needs a positive worker count, got {spec!r}")
             n = int(text)
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=":0", silence_logs=50)
+        cluster = _local_cluster(LocalCluster, n)
         return DaskBackend(Client(cluster), cluster, name=f"dask:local:{n}", owned=True)
     try:
         client = Client(spec, timeout=10)

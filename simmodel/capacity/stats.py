@@ -69,8 +69,8 @@ def t_quantile(n: int) -> float:
     """t(0.975) with ``n - 1`` degrees of freedom (NaN for n < 2)."""
     if n < 2:
         return math.nan
-    from scipy.stats import t
-    return float(t.ppf(0.975, n - 1))
+    from scipy.special import stdtrit     # t.ppf's kernel, without scipy.stats' import
+    return float(stdtrit(n - 1, 0.975))
 
 
 def mean_ci(values) -> tuple[float, float, float, float]:

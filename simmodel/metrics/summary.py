@@ -145,8 +145,10 @@ def weighted_stats(values, weights=None) -> dict[str, Optional[float]]:
     v, w = v[order], w[order]
     cum = np.cumsum(w)
     total = int(cum[-1])
-    mean = float(np.dot(w.astype(float), v) / total)
-    var = float(np.dot(w.astype(float), (v - mean) ** 2) / total)
+    # np.sum (pairwise), not np.dot: a BLAS dot product's rounding depends on its thread
+    # count, and the same run must give the same bits on every executor.
+    mean = float(np.sum(w.astype(float) * v) / total)
+    var = float(np.sum(w.astype(float) * (v - mean) ** 2) / total)
 
     stats: dict[str, Optional[float]] = {
         "mean": mean,
