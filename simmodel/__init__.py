@@ -17,13 +17,21 @@ def load_scenario(path: str) -> Scenario:
 
 def run(scenario: Scenario, *, seed: int | None = None, workload=None,
         scaling_policy=None, progress=None, stop_when=None,
-        stats_from_ms: float = 0.0) -> Result:
+        stats_from_ms: float = 0.0, allow_module_policies: bool = False) -> Result:
     """Simulate a scenario and return its Result (``workload``: a ``simmodel.workload.
     Workload`` built in Python, used instead of the scenario's own; ``scaling_policy``: an
     object with the reference's ``initial_tick_ms()`` / ``on_tick(snapshot)``;
     ``progress``: called as ``progress(now_ms, done, total)`` during the run;
     ``stop_when(requests)``: checked at the same moments, true stops the run early;
-    ``stats_from_ms``: requests arriving earlier are left out of the statistics)."""
+    ``stats_from_ms``: requests arriving earlier are left out of the statistics).
+
+    A scenario's ``planner: {kind: python}`` policy is code, run here like a script: its
+    ``.py`` file in the scenario's folder (or below) is executed when the run starts.
+    A policy named by an installed module (``"package.module:attr"``, no such file under
+    the folder) is imported only with ``allow_module_policies=True``."""
+    if scaling_policy is None:
+        from simmodel.cluster.policies import make_policy
+        scaling_policy = make_policy(scenario, allow_module_policies=allow_module_policies)
     from simmodel.sim import run as _run
     return _run(scenario, seed=seed, workload=workload, scaling_policy=scaling_policy,
                 progress=progress, stop_when=stop_when, stats_from_ms=stats_from_ms)

@@ -130,6 +130,10 @@ def _add_run(sub) -> None:
     run.add_argument("--summary-only", action="store_true",
                      help="with --out: write summary.json and scenario.json only (no "
                           "per-request or per-pass tables)")
+    run.add_argument("--allow-module-policies", action="store_true",
+                     help="let a python planner policy name an installed module "
+                          "(\"package.module:attr\"); without it a policy must be a .py "
+                          "file in the scenario's folder or below it")
     run.set_defaults(func=_cmd_run)
 
 
@@ -203,11 +207,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from simmodel.progress import progress_line
 
     bar = progress_line(sys.stderr, quiet=args.quiet)
+    # a python policy is code: one named by an installed module only on opt-in
+    opt_in = {"allow_module_policies": True} if args.allow_module_policies else {}
     if bar is None:
-        result = run(scenario)
+        result = run(scenario, **opt_in)
     else:
         try:
-            result = run(scenario, progress=bar)
+            result = run(scenario, progress=bar, **opt_in)
         finally:
             bar.close()          # end the line before the summary or an error message
 

@@ -443,10 +443,16 @@ class PlannerConfig:
       per worker exceed ``queued_prefill_tokens`` or mean TTFT exceeds ``ttft_ms``; counts
       within ``min_*``/``max_*``, by ``step`` workers, at most one change per pool every
       ``cooldown_ms``.  ``ttft_ms``/``itl_ms`` default to the scenario's ``sla``;
-    * ``kind: python`` — ``policy: "module:attribute"``, a policy object or a zero-argument
-      factory of one, with ``initial_tick_ms()`` and ``on_tick(snapshot)``; the module is
-      imported from the scenario's folder first, then from ``sys.path``.
+    * ``kind: python`` — ``policy: "file.py:attribute"`` or ``"module:attribute"``, a
+      policy object or a zero-argument factory of one, with ``initial_tick_ms()`` and
+      ``on_tick(snapshot)``, from a ``.py`` file in the scenario's folder or below it
+      (an installed module only on opt-in); checked and run by
+      ``simmodel.cluster.policies`` when the run starts, never here.
+
+    Ticks (``interval_ms``, schedule steps) are at least ``MIN_INTERVAL_MS`` apart.
     """
+
+    MIN_INTERVAL_MS = 1.0       # not a field: the smallest tick / sample interval
 
     kind: str
     steps: tuple[ScheduleStep, ...] = ()
@@ -473,15 +479,19 @@ class PlannerConfig:
             times = [s.at_ms for s in self.steps]
             if times != sorted(times) or len(set(times)) != len(times):
                 raise ConfigError("steps", "at_ms must be strictly increasing")
+            if any(b - a < self.MIN_INTERVAL_MS for a, b in zip(times, times[1:])):
+                raise ConfigError("steps", f"at_ms must be at least "
+                                           f"{self.MIN_INTERVAL_MS:g} ms apart")
         elif self.steps:
             raise ConfigError("steps", "only valid with kind: schedule")
         if self.kind == "python":
             if not isinstance(self.policy, str) or self.policy.count(":") != 1 \
                     or not all(self.policy.split(":")):
-                raise ConfigError("policy", f"must be 'module:attribute', got {self.policy!r}")
+                raise ConfigError("policy", "must be 'file.py:attribute' or "
+                                            f"'module:attribute', got {self.policy!r}")
         elif self.policy is not None:
             raise ConfigError("policy", "only valid with kind: python")
-        _positive_number("interval_ms", self.interval_ms)
+        self.check_interval("interval_ms", self.interval_ms)
         for key in ("min_decode", "min_prefill"):
             _non_negative_int(key, getattr(self, key))
         for key in ("max_decode", "max_prefill", "step"):
@@ -501,16 +511,26 @@ class PlannerConfig:
         for key in ("queued_prefill_tokens", "ttft_ms", "itl_ms"):
             _positive_number(key, getattr(self, key), allow_none=True)
 
+    @staticmethod
+    def check_interval(key: str, value) -> None:
+        """A tick or sample interval: positive and at least ``MIN_INTERVAL_MS`` (a
+        smaller one would take practically forever to simulate)."""
+        _positive_number(key, value)
+        if value < PlannerConfig.MIN_INTERVAL_MS:
+            raise ConfigError(key, f"must be at least {PlannerConfig.MIN_INTERVAL_MS:g} ms "
+                                   f"(the minimum interval), got {value!r}")
+
 
 @dataclass(frozen=True, slots=True)
 class TelemetryConfig:
     """``telemetry``: sample per-worker and per-pool levels every ``interval_ms`` of
-    simulated time into ``Result.telemetry`` (``telemetry.parquet``)."""
+    simulated time (at least ``PlannerConfig.MIN_INTERVAL_MS``) into ``Result.telemetry``
+    (``telemetry.parquet``)."""
 
     interval_ms: float = 1000.0
 
     def __post_init__(self):
-        _positive_number("interval_ms", self.interval_ms)
+        PlannerConfig.check_interval("interval_ms", self.interval_ms)
 
 
 @dataclass(frozen=True, slots=True)

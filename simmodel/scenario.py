@@ -68,9 +68,11 @@ def scenario_from_dict(data: dict, *, base_dir: str, source: str) -> Scenario:
     if scenario.planner is not None:
         planner = dataclasses.replace(scenario.planner, base_dir=base_dir)
         if planner.kind == "python":
-            from simmodel.cluster.policies import load_python_policy
+            # Only the string and the file under the scenario's folder are checked:
+            # nothing is imported (a policy is code; it runs when the run starts).
+            from simmodel.cluster.policies import resolve_policy
             try:
-                load_python_policy(planner.policy, base_dir, instantiate=False)
+                resolve_policy(planner.policy, base_dir)
             except UserError as e:
                 raise ctx.error("planner.policy", str(e)) from None
         scenario = dataclasses.replace(scenario, planner=planner)

@@ -128,8 +128,8 @@ class RandomPolicy:
         return self.every
 
     def on_tick(self, snap):
-        # The list, then its last (non-zero) target for good: a policy that keeps zero
-        # workers while requests wait would tick forever, as it would on the reference.
+        # The list, then its last (non-zero) target for good (zero targets for good, where
+        # waiting requests start workers: tests/test_planner_properties.py).
         t = self.targets[min(self.i, len(self.targets) - 1)]
         self.i += 1
         return {"target_prefill": None, "target_decode": t, "next_tick_ms": snap["now_ms"] + self.every}

@@ -82,11 +82,9 @@ def test_python_policy_from_the_scenario_folder(tmp_path):
 
 
 @pytest.mark.parametrize("planner,message", [
-    ('{kind: python, policy: "no_such_module_xyz:make"}',
-     "planner.policy: cannot import module 'no_such_module_xyz'"),
-    ('{kind: python, policy: "my_policy:nope"}',
-     "planner.policy: module 'my_policy' has no attribute 'nope'"),
-    ('{kind: python, policy: "my_policy"}', "planner.policy: must be 'module:attribute'"),
+    ('{kind: python, policy: "my_policy"}',
+     "planner.policy: must be 'file.py:attribute' or 'module:attribute'"),
+    ('{kind: python, policy: "nope.py:make"}', "planner.policy: 'nope.py:make': no file nope.py"),
     ("{kind: magic}", "planner.kind: must be one of schedule, load, python"),
     ("{kind: schedule}", "planner.steps: a schedule planner needs at least one step"),
     ("{kind: schedule, steps: [{at_ms: 5, decode: 1}, {at_ms: 2, decode: 2}]}",
@@ -95,6 +93,9 @@ def test_python_policy_from_the_scenario_folder(tmp_path):
     ("{kind: load, min_decode: 4, max_decode: 2}", "planner.min_decode: must not exceed"),
     ("{kind: load, kv_usage_high: 1.5}", "planner.kv_usage_high: must be a fraction"),
     ("{kind: load, interval_ms: 0}", "planner.interval_ms: must be a positive number"),
+    ("{kind: load, interval_ms: 1.0e-6}", "planner.interval_ms: must be at least 1 ms"),
+    ("{kind: schedule, steps: [{at_ms: 5, decode: 1}, {at_ms: 5.5, decode: 2}]}",
+     "planner.steps: at_ms must be at least 1 ms apart"),
 ])
 def test_bad_planner_is_one_line_exit_2(tmp_path, capsys, planner, message):
     (tmp_path / "my_policy.py").write_text("x = 1\n")
@@ -171,3 +172,23 @@ def test_load_planner_runs_from_yaml_and_keeps_every_request(tmp_path):
     res = simmodel.run(sc)
     assert (res.requests.terminal_status == "completed").all()
     assert res.lifecycle is not None
+
+
+@pytest.mark.parametrize("planner,message", [
+    # found and imported only when the run starts (loading a scenario runs no code)
+    ('{kind: python, policy: "my_policy:nope"}',
+     "planner.policy: 'my_policy' has no attribute 'nope'"),
+    ('{kind: python, policy: "no_such_module_xyz:make"}',
+     "planner.policy: 'no_such_module_xyz:make': no file no_such_module_xyz.py in"),
+])
+def test_bad_policy_found_at_run_start_is_one_line_exit_2(tmp_path, capsys, planner, message):
+    (tmp_path / "my_policy.py").write_text("x = 1\n")
+    path = write(tmp_path, f"planner: {planner}\n")
+    sc = simmodel.load_scenario(path)
+    with pytest.raises(UserError) as e:
+        simmodel.run(sc)
+    assert str(e.value).startswith(f"{path}: {message}")
+    assert main(["run", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and message in err
+    assert not (tmp_path / "out").exists()

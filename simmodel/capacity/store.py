@@ -53,12 +53,13 @@ def run_key(scenario: Scenario, seed: int, warmup_ms: float, early_stop: tuple) 
 
 
 def _policy_files(scenario: Scenario) -> list[str]:
-    """A python planner policy's module file beside the scenario (its code shapes runs)."""
+    """A python planner policy's file under the scenario's folder (its code shapes runs)."""
     planner = scenario.planner
     if planner is None or planner.kind != "python" or not planner.base_dir:
         return []
-    module = planner.policy.split(":")[0]
-    return [os.path.join(planner.base_dir, *module.split(".")) + ".py"]
+    from simmodel.cluster.policies import policy_file
+    path = policy_file(planner.policy, planner.base_dir)
+    return [path] if path else []
 
 
 def _paths(tree: Any) -> list[str]:

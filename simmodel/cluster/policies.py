@@ -7,7 +7,10 @@ own and one written for Dynamo's ``scaling_policy=`` are interchangeable.
 * ``SchedulePolicy``: target counts from given times on (one tick per step);
 * ``LoadPolicy``: a threshold controller on the snapshot's forward-pass metrics and
   traffic window, with bounds, a step size and a per-pool cooldown;
-* ``load_python_policy("module:attr", folder)``: a user's policy object or factory.
+* ``load_python_policy("file.py:attr" | "module:attr", folder)``: a user's policy object
+  or factory, from a ``.py`` file in the scenario's folder or below it; an installed
+  module only with ``allow_module_policies`` (a policy is code: it runs like a script).
+  ``resolve_policy`` checks a spec without importing anything (scenario validation).
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import importlib
 import importlib.util
 import math
 import os
+from dataclasses import dataclass
 
 from simmodel.config import PlannerConfig, Scenario
 from simmodel.errors import UserError
@@ -22,6 +26,9 @@ from simmodel.errors import UserError
 
 class SchedulePolicy:
     """``steps``: ``(at_ms, target_prefill, target_decode)``; ticks at each step time."""
+
+    policy_name = "planner.kind=schedule"
+    builtin = True               # the planner lets its exceptions through (a bug, not user code)
 
     def __init__(self, steps):
         self.steps = list(steps)
@@ -53,7 +60,12 @@ class LoadPolicy:
     ``queued_prefill_tokens`` (default: two token budgets) or mean TTFT above
     ``ttft_ms`` -> up; nothing queued and TTFT under half its target -> down.
     In an aggregated cluster either signal scales the one pool (up wins).
+    With ``min_*: 0`` a pool may drain to zero; a request arriving then starts a worker
+    (``simmodel.cluster.planner``), and the next ticks judge it as usual.
     """
+
+    policy_name = "planner.kind=load"
+    builtin = True
 
     def __init__(self, cfg: PlannerConfig, *, disaggregated: bool, decode_kv_tokens: int,
                  prefill_kv_tokens: int, prefill_budget: int, ttft_ms=None, itl_ms=None):
@@ -142,25 +154,107 @@ class LoadPolicy:
         return out
 
 
-def load_python_policy(spec: str, folder: str | None, *, instantiate: bool = True):
-    """Import ``module:attribute`` (``folder`` first on the path) and return the policy:
-    the attribute itself if it has ``on_tick``, else what calling it returns.  Raises a
-    one-line ``UserError`` when that fails."""
-    module_name, _, attr = spec.partition(":")
+#: How to allow a policy imported by module name (named in the refusal).
+MODULE_OPT_IN = ("`simmodel run --allow-module-policies` or "
+                 "simmodel.run(..., allow_module_policies=True)")
+
+
+@dataclass(frozen=True)
+class PolicyRef:
+    """Where a ``planner.policy`` string points: a ``.py`` file under the scenario's
+    folder (``path``) or an installed module (``module``, imported only on opt-in)."""
+
+    spec: str
+    attr: str
+    path: str | None = None
+    module: str | None = None
+
+
+def resolve_policy(spec: str, folder: str | None) -> PolicyRef:
+    """Resolve ``"file.py:attr"`` / ``"module:attr"`` without importing anything.
+
+    ``file.py`` (a relative path, subfolders allowed) must be a file in ``folder`` or
+    below it once symlinks and ``..`` are resolved.  ``module`` (dotted names allowed) is
+    the file ``module.py`` (``a/b.py`` for ``a.b``) under ``folder`` when that exists,
+    else an installed module.  Raises a one-line ``UserError``."""
+    target, _, attr = spec.partition(":")
+    if not attr.isidentifier():
+        raise UserError(f"{spec!r}: {attr!r} is not a Python attribute name")
+    if target.endswith(".py"):
+        return PolicyRef(spec, attr, path=_file_under(target, folder, spec))
+    parts = target.split(".")
+    if not all(part.isidentifier() for part in parts):
+        raise UserError(f"{spec!r}: {target!r} is neither a .py file nor a module name")
+    rel = os.path.join(*parts) + ".py"
+    if folder is not None and os.path.lexists(os.path.join(folder, rel)):
+        return PolicyRef(spec, attr, path=_file_under(rel, folder, spec))
+    return PolicyRef(spec, attr, module=target)
+
+
+def _file_under(rel: str, folder: str | None, spec: str) -> str:
+    """The real path of ``rel`` if it is a file in ``folder`` or below it."""
+    if folder is None:
+        raise UserError(f"{spec!r}: a policy file needs the scenario's folder "
+                        "(load the scenario from a YAML file)")
+    if os.path.isabs(rel) or rel.startswith("~"):
+        raise UserError(f"{spec!r}: absolute paths are not allowed; name a .py file "
+                        f"relative to the scenario's folder {folder}")
+    root = os.path.realpath(folder)
+    path = os.path.realpath(os.path.join(root, rel))
+    if os.path.commonpath([root, path]) != root:
+        raise UserError(f"{spec!r}: {rel} resolves outside the scenario's folder {folder}; "
+                        "a policy file must be in that folder or below it")
+    if not os.path.isfile(path):
+        raise UserError(f"{spec!r}: no file {rel} in the scenario's folder {folder}")
+    return path
+
+
+def policy_file(spec: str, folder: str | None) -> str | None:
+    """The policy's file under the scenario's folder (None for a module policy or a
+    bad spec): what a cache key should hash."""
     try:
-        module = _import(module_name, folder)
+        return resolve_policy(spec, folder).path
+    except UserError:
+        return None
+
+
+class UserPolicy:
+    """A user's policy object with the spec it came from (``policy_name``, named by
+    the planner in error messages); delegates the reference's two methods."""
+
+    def __init__(self, obj, name: str):
+        self.obj = obj
+        self.policy_name = name
+
+    def initial_tick_ms(self):
+        return self.obj.initial_tick_ms()
+
+    def on_tick(self, snapshot: dict):
+        return self.obj.on_tick(snapshot)
+
+
+def load_python_policy(spec: str, folder: str | None, *,
+                       allow_module_policies: bool = False) -> UserPolicy:
+    """Run the policy's file (or, with ``allow_module_policies``, import its installed
+    module) and return the policy: the attribute itself if it has ``on_tick``, else what
+    calling it returns.  Raises a one-line ``UserError`` when that fails."""
+    ref = resolve_policy(spec, folder)
+    if ref.path is None and not allow_module_policies:
+        where = f"no file {ref.module.replace('.', '/')}.py in {folder}" if folder \
+            else "not a file"
+        raise UserError(f"{spec!r}: {where}; importing the installed module "
+                        f"{ref.module!r} runs code from outside the scenario's folder: "
+                        f"allow it with {MODULE_OPT_IN}")
+    try:
+        module = _exec_file(ref) if ref.path is not None else _import(ref.module)
     except UserError:
         raise
     except Exception as e:  # noqa: BLE001 - any failure of user code is reported as such
-        raise UserError(f"cannot import module {module_name!r}: {type(e).__name__}: {e}") \
-            from None
-    if not hasattr(module, attr):
-        raise UserError(f"module {module_name!r} has no attribute {attr!r}")
-    obj = getattr(module, attr)
-    if not instantiate:
-        if not (hasattr(obj, "on_tick") or callable(obj)):
-            raise UserError(f"{spec} is neither a policy object nor a factory")
-        return obj
+        raise UserError(f"cannot import {spec.partition(':')[0]!r}: "
+                        f"{type(e).__name__}: {e}") from None
+    if not hasattr(module, ref.attr):
+        raise UserError(f"{spec.partition(':')[0]!r} has no attribute {ref.attr!r}")
+    obj = getattr(module, ref.attr)
     if isinstance(obj, type) or not hasattr(obj, "on_tick"):
         if not callable(obj):
             raise UserError(f"{spec} is neither a policy object nor a factory")
@@ -171,30 +265,32 @@ def load_python_policy(spec: str, folder: str | None, *, instantiate: bool = Tru
     for method in ("initial_tick_ms", "on_tick"):
         if not callable(getattr(obj, method, None)):
             raise UserError(f"{spec}: the policy has no {method}() method")
-    return obj
+    return UserPolicy(obj, spec)
 
 
-def _import(module_name: str, folder: str | None):
-    """A module file in ``folder`` is loaded afresh from that file (two scenarios may
-    each have their own ``policy.py``); otherwise a normal import from ``sys.path``."""
-    if folder is not None and "." not in module_name:
-        path = os.path.join(folder, module_name + ".py")
-        if os.path.isfile(path):
-            spec = importlib.util.spec_from_file_location(f"_simmodel_policy_{module_name}", path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return module
+def _exec_file(ref: PolicyRef):
+    """Load the policy file afresh (two scenarios may each have their own
+    ``policies.py``), under a private module name."""
+    name = "_simmodel_policy_" + "".join(c if c.isalnum() else "_" for c in ref.path)
+    spec = importlib.util.spec_from_file_location(name, ref.path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _import(module_name: str):
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as e:
-        if e.name == module_name:
-            where = f" (looked in {folder} and on sys.path)" if folder else ""
-            raise UserError(f"cannot import module {module_name!r}: not found{where}") from None
+        if e.name == module_name or module_name.startswith(f"{e.name}."):
+            raise UserError(f"cannot import module {module_name!r}: not found "
+                            "on sys.path") from None
         raise
 
 
-def make_policy(scenario: Scenario):
-    """The policy object for ``scenario.planner`` (None without one)."""
+def make_policy(scenario: Scenario, *, allow_module_policies: bool = False):
+    """The policy object for ``scenario.planner`` (None without one).  A python policy's
+    code runs here, when the run starts (never while a scenario is loaded)."""
     cfg = scenario.planner
     if cfg is None:
         return None
@@ -202,7 +298,8 @@ def make_policy(scenario: Scenario):
         return SchedulePolicy([(s.at_ms, s.prefill, s.decode) for s in cfg.steps])
     if cfg.kind == "python":
         try:
-            return load_python_policy(cfg.policy, cfg.base_dir)
+            return load_python_policy(cfg.policy, cfg.base_dir,
+                                      allow_module_policies=allow_module_policies)
         except UserError as e:
             raise UserError(f"{scenario.source or 'scenario'}: planner.policy: {e}") from None
     cl = scenario.cluster
