@@ -316,8 +316,14 @@ def _int(value):
 
 
 def ours_records(result) -> list[dict]:
-    """Our requests as dicts, in (arrival_time_ms, uid) order."""
+    """Our requests as dicts, in (arrival_time_ms, uid) order.  The reference's
+    per-request ``reused_input_tokens`` is the whole cache hit; ours splits it into the
+    prompt part and ``reused_generated_tokens`` (hits on tokens generated before a
+    preemption), so the sum is compared."""
     df = result.requests.sort_values(["arrival_time_ms", "uid"], kind="mergesort")
+    if "reused_generated_tokens" in df.columns:
+        df = df.assign(reused_input_tokens=df["reused_input_tokens"]
+                       + df["reused_generated_tokens"])
     return df.to_dict("records")
 
 

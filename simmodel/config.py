@@ -25,6 +25,13 @@ QUEUE_POLICIES = ("fcfs", "lcfs", "wspt")
 TRANSFER_TIMINGS = ("full_prompt", "destination_missing")
 TRACE_FORMATS = ("mooncake", "mooncake-delta", "agentic", "azure", "weka")
 PLANNER_KINDS = ("schedule", "load", "python")
+# Size limits, checked before anything is built (docs/model.md, "Size limits"): far
+# beyond any real deployment, small enough that a run of that size can be held.
+MAX_WORKERS = 100_000            # scheduler ranks per pool (workers x dp_size)
+MAX_DP_SIZE = 1_024
+MAX_GPU_BLOCKS = 1_000_000_000   # KV blocks per rank
+MAX_REQUEST_TOKENS = 10_000_000  # prompt or output tokens of one request
+MAX_SYNTHETIC_REQUESTS = 10_000_000
 
 
 class ConfigError(ValueError):
@@ -71,6 +78,11 @@ def _non_negative_number(key: str, value, allow_none: bool = False) -> None:
 def _choice(key: str, value, choices) -> None:
     if value not in choices:
         raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
+
+
+def _at_most(key: str, value, limit: int, what: str) -> None:
+    if value is not None and value > limit:
+        raise ConfigError(key, f"{value!r} is more than the limit of {limit:,} {what}")
 
 
 def _bool(key: str, value) -> None:
@@ -155,6 +167,7 @@ class EngineConfig:
         _choice("backend", self.backend, BACKENDS)
         _positive_int("block_size", self.block_size, allow_none=True)
         _positive_int("num_gpu_blocks", self.num_gpu_blocks)
+        _at_most("num_gpu_blocks", self.num_gpu_blocks, MAX_GPU_BLOCKS, "KV blocks per rank")
         _positive_int("max_model_len", self.max_model_len, allow_none=True)
         _positive_int("max_num_seqs", self.max_num_seqs)
         _positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
@@ -167,6 +180,7 @@ class EngineConfig:
         if not isinstance(self.timing_model, TimingConfig):
             raise ConfigError("timing_model", "must be a mapping")
         _positive_int("dp_size", self.dp_size)
+        _at_most("dp_size", self.dp_size, MAX_DP_SIZE, "ranks per worker")
         _positive_int("tensor_parallel_size", self.tensor_parallel_size)
         _non_negative_number("startup_time", self.startup_time, allow_none=True)
         _positive_int("prefill_schedule_interval", self.prefill_schedule_interval)
@@ -253,7 +267,15 @@ class PoolConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
 
     def __post_init__(self):
-        _positive_int("workers", self.workers)
+        _check_workers(self.workers, self.engine)
+
+
+def _check_workers(workers, engine) -> None:
+    """A pool of ``workers`` (positive), at most ``MAX_WORKERS`` scheduler ranks."""
+    _positive_int("workers", workers)
+    ranks = workers * engine.dp_size if isinstance(engine, EngineConfig) else workers
+    _at_most("workers", ranks, MAX_WORKERS,
+             "scheduler ranks per pool (workers x engine.dp_size)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +317,7 @@ class ClusterConfig:
     kv_transfer: KvTransferConfig = field(default_factory=KvTransferConfig)
 
     def __post_init__(self):
-        _positive_int("workers", self.workers)
+        _check_workers(self.workers, self.engine)
         if (self.prefill is None) != (self.decode is None):
             raise ConfigError("prefill" if self.prefill is None else "decode",
                               "give both prefill and decode pools (or neither)")
@@ -332,8 +354,10 @@ class SyntheticConfig:
 
     def __post_init__(self):
         _positive_int("requests", self.requests)
-        _positive_int("input_tokens", self.input_tokens)
-        _positive_int("output_tokens", self.output_tokens)
+        _at_most("requests", self.requests, MAX_SYNTHETIC_REQUESTS, "requests")
+        for key in ("input_tokens", "output_tokens"):
+            _positive_int(key, getattr(self, key))
+            _at_most(key, getattr(self, key), MAX_REQUEST_TOKENS, "tokens per request")
         if (self.request_rate is None) == (self.arrival_interval_ms is None):
             raise ConfigError("request_rate",
                               "give exactly one of request_rate and arrival_interval_ms")

@@ -26,8 +26,11 @@ REQUEST_COLUMNS = (
     "input_length",
     "requested_output_length",
     "output_length",         # tokens actually emitted
-    "reused_input_tokens",   # max cached-prefix tokens over all admissions
-    "first_admission_reused_input_tokens",
+    "reused_input_tokens",   # prompt tokens served from the prefix cache (largest hit over
+                             # the admissions, its prompt part): 0 <= . <= input_length
+    "first_admission_reused_input_tokens",   # the same at the first admission
+    "reused_generated_tokens",   # generated tokens a re-admission found cached (the rest
+                                 # of that largest hit; the reference counts both as reuse)
     "decode_worker_idx",     # worker index (x dp + rank); -1 if never routed
     "admission_count",
     "readmission_count",

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 import simpy
+from simpy.core import EmptySchedule, StopSimulation
 
 from simmodel.cluster.clock import AFTER_ROUTING, pass_end_priority
 from simmodel.cluster.disagg import Handoff
@@ -19,8 +20,9 @@ from simmodel.cluster.kv_router import KvRouter
 from simmodel.cluster.planner import Planner, ScalablePool
 from simmodel.cluster.router import RoundRobin
 from simmodel.cluster.worker import Worker
-from simmodel.config import Scenario
+from simmodel.config import ConfigError, Scenario
 from simmodel.engine.factory import make_scheduler
+from simmodel.engine.limits import never_runs
 from simmodel.engine.timing import make_timing
 from simmodel.errors import UserError
 from simmodel.finish import collect, provisioned_s, sim_end_ms  # noqa: F401 (re-exported)
@@ -42,20 +44,19 @@ class Cluster:
 
 
 def check_schedulable(workload: Workload, scenario: Scenario, eng) -> None:
-    """Refuse up front a prompt that no pass could ever take (the reference aborts the
-    replay on it): with chunked prefill off, a prompt longer than the token budget."""
-    if eng.enable_chunked_prefill:
-        return
+    """Refuse up front, naming the file and line, a request that provably can never
+    complete where the reference aborts the replay on it (``engine.limits.never_runs``;
+    docs/model.md, "Requests that can never run").  ``eng``: the aggregated or prefill
+    engine.  What the reference rejects stays a rejection at run time."""
+    cl = scenario.cluster
+    decode = cl.decode.engine if cl.disaggregated else eng
+    delta = workload.prompt_mode == "delta"     # prompts built at release: known then
     for s in workload.sessions:
         for t in s.turns:
-            rejected = eng.max_model_len is not None and t.input_length >= eng.max_model_len
-            too_big = -(-t.input_length // eng.effective_block_size) > eng.num_gpu_blocks
-            if t.input_length > eng.max_num_batched_tokens and not rejected and not too_big:
+            problem = never_runs(t.input_length, t.output_length, eng, decode, delta)
+            if problem:
                 where = f"{workload.source}:{t.line}" if t.line else workload.source
-                raise UserError(
-                    f"{where}: request {t.session_id!r} has {t.input_length} prompt tokens, more "
-                    f"than max_num_batched_tokens={eng.max_num_batched_tokens} with "
-                    "enable_chunked_prefill: false; it can never be scheduled")
+                raise UserError(f"{where}: request {t.session_id!r} {problem}")
 
 
 def build(scenario: Scenario, streams: Streams, workload: Workload | None = None,
@@ -270,36 +271,104 @@ def run(scenario: Scenario, *, seed: int | None = None,
     if scaling_policy is None:
         from simmodel.cluster.policies import make_policy
         scaling_policy = make_policy(scenario)      # the scenario's ``planner:``, if any
-    cluster = build(scenario, Streams(scenario.seed), workload, scaling_policy)
+    try:
+        cluster = build(scenario, Streams(scenario.seed), workload, scaling_policy)
+    except ConfigError as e:                        # a size check of the workload
+        raise UserError(f"{scenario.source or 'scenario'}: {e}") from None
     stopped = False
+    guard = Watchdog(cluster.env, cluster)
     if progress is None and stop_when is None:
-        run_until(cluster.env, scenario.run.max_sim_time_ms)
+        run_until(cluster.env, scenario.run.max_sim_time_ms, guard)
     else:
         stopped = run_with_progress(cluster, scenario.run.max_sim_time_ms, progress,
-                                    stop_when=stop_when)
+                                    stop_when=stop_when, watchdog=guard)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     result = collect(scenario, cluster, wall_ms, stats_from_ms)
     result.early_stopped = stopped
     return result
 
 
-def run_until(env: simpy.Environment, until: float | None) -> None:
+#: Watchdog (docs/model.md): a window of events with no request released or ended, no pass
+#: completed and time still or at > MAX_EVENTS_PER_SIM_S events per simulated s stops a run.
+WATCHDOG_EVENTS = 2_000_000        # the window: this many events, plus
+WATCHDOG_PER_ITEM = 10             # ... this many per request and per worker
+MAX_EVENTS_PER_SIM_S = 1e9
+
+
+class Watchdog:
+    """Last-resort guard of the run loop: ``check()`` after every ``window`` events."""
+
+    def __init__(self, env: simpy.Environment, cluster: Cluster | None = None, window=None):
+        self.env, self.cluster = env, cluster
+        n = 0 if cluster is None else (cluster.workload.num_requests + len(cluster.workers)
+                                       + len(cluster.prefill_workers))
+        self.window = self._left = window or WATCHDOG_EVENTS + WATCHDOG_PER_ITEM * n
+        self._mark = (env.now, self._progress())
+
+    def step(self) -> None:
+        """``env.step()``, counted (for loops that step one event at a time)."""
+        self.env.step()
+        self._left -= 1
+        if not self._left:
+            self.check()
+
+    def _progress(self) -> int:
+        c = self.cluster                  # (an environment alone: only time counts)
+        return 0 if c is None else (c.driver.ended + len(c.driver.requests) + sum(
+            len(w.passes) for w in c.workers + c.prefill_workers))
+
+    def check(self) -> None:
+        self._left = self.window
+        now, done = self.env.now, self._progress()
+        (t0, done0), self._mark = self._mark, (now, done)
+        if done != done0:
+            return
+        if now != t0 and self.window <= MAX_EVENTS_PER_SIM_S * (now - t0) / 1000.0:
+            return                        # slow but moving (e.g. idle planner ticks)
+        cause = (f"simulated time stood still at {now:g} ms" if now == t0 else
+                 f"simulated time advanced only {now - t0:.3g} ms to {now:g} ms")
+        raise UserError(f"watchdog: {self.window:,} events without a request released or "
+                        f"ended or a pass completed, and {cause} ({_next_event(self.env)}): "
+                        "the simulation is spinning; stopped")
+
+
+def _next_event(env: simpy.Environment) -> str:
+    """The next event and the process it resumes, for the watchdog's message."""
+    ev = env._queue[0][3] if env._queue else None
+    procs = [cb.__self__.name for cb in getattr(ev, "callbacks", None) or ()
+             if isinstance(getattr(cb, "__self__", None), simpy.Process)]
+    return (f"next: a {type(ev).__name__}" if ev is not None else "no event left") + (
+        f" resuming process {procs[0]!r}" if procs else "")
+
+
+def run_until(env: simpy.Environment, until: float | None,
+              watchdog: Watchdog | None = None) -> None:
     """Run to completion, or up to and including every event at time ``until`` (the
-    reference processes events at exactly the cut-off)."""
-    if until is None:
-        env.run()
-        return
-    env.run(until=until)
-    while env._queue and env.peek() <= until:
-        env.step()
+    reference processes events at exactly the cut-off).  SimPy's own ``env.run`` loop,
+    in windows of ``watchdog.window`` events with one check between them."""
+    guard = watchdog or Watchdog(env)
+    step, n = env.step, guard.window
+    if until is not None:
+        env.timeout(until - env.now).callbacks.append(StopSimulation.callback)
+    try:
+        while True:
+            for _ in range(n):
+                step()
+            guard.check()
+    except (StopSimulation, EmptySchedule):
+        pass
+    while until is not None and env._queue and env.peek() <= until:
+        guard.step()
 
 
 def run_with_progress(cluster: Cluster, until: float | None, progress,
-                      every_s: float = 0.2, stop_when=None) -> bool:
+                      every_s: float = 0.2, stop_when=None,
+                      watchdog: Watchdog | None = None) -> bool:
     """``run_until`` in slices of simulated time, reporting between slices (``progress``
     may be None); return True if ``stop_when(request)`` ended the run early.  Stopping
     and resuming the environment does not reorder events, so results are identical."""
     env = cluster.env
+    guard = watchdog or Watchdog(env, cluster)
     total = sum(len(s.turns) for s in cluster.workload.sessions)
     driver = cluster.driver
     stopped = [False]
@@ -320,7 +389,7 @@ def run_with_progress(cluster: Cluster, until: float | None, progress,
             break
         stop = nxt + span if until is None else min(nxt + span, until)
         t = time.perf_counter()
-        step = env.step
+        step = guard.step
         while env._queue and env.peek() <= stop and not stopped[0]:  # ``stop`` included
             step()
         took = time.perf_counter() - t

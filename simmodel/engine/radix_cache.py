@@ -20,8 +20,7 @@ Model (the rules marked *measured* were pinned against ai-dynamo-runtime 1.6.1):
 * LRU times (a logical clock) are refreshed only by ``insert`` for the nodes it passes
   through entirely and the leaf it creates, and by ``lock(touch=True)``.  Lookups do not
   refresh, and a node cut in two keeps its time in both parts (*measured*).
-* ``alloc(n)`` takes ``n`` free slots, evicting first if needed; ``free_private(n)``
-  returns slots.
+* ``alloc(n)`` takes ``n`` free slots, evicting if needed; ``free_private(n)`` returns them.
 
 Tokens are never materialised.  A sequence is a list of *segments* ``(key, base, count)``:
 ``base == -1`` is a run of ``count`` copies of token ``key`` (a Mooncake hash id repeated
@@ -50,11 +49,11 @@ STORED, REMOVED = 0, 1          # the same event kinds as simmodel.engine.kv_cac
 
 
 class Node:
-    """A radix tree node: the edge label (segments) from its parent, its children keyed
-    by the first page of their label, its lock count and LRU time."""
+    """A radix tree node: edge label (segments) from its parent, children keyed by the
+    first page of their label, lock count, LRU time, leaves ``insert`` attached (added)."""
 
     __slots__ = ("parent", "segs", "length", "children", "lock", "time", "depth", "alive",
-                 "src")
+                 "src", "added")
 
     def __init__(self, parent, segs: list, length: int, depth: int, time: int, src=None):
         self.parent = parent
@@ -65,6 +64,7 @@ class Node:
         self.time = time
         self.depth = depth                  # tokens from the root to the end of this node
         self.alive = True
+        self.added = 0
         self.src = src                      # a TokenSequence holding these tokens at these
                                             # positions (block hashes for KV events)
 
@@ -308,6 +308,7 @@ class RadixCache:
             self._clock += 1
             leaf = Node(node, label, length - pos, length, self._clock, src)
             node.children[_first_key(label, 0, 0, page)] = leaf
+            node.added += 1
             self.private -= length - pos
             self.evictable += length - pos
             self._offer(leaf)
@@ -396,5 +397,4 @@ class RadixCache:
             for c in n.children.values():
                 assert c.parent is n and c.lock <= n.lock
             stack.extend(n.children.values())
-        assert (ev, pr) == (self.evictable, self.protected), (ev, pr, self.evictable,
-                                                                self.protected)
+        assert (ev, pr) == (self.evictable, self.protected)

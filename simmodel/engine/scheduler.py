@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from simmodel.config import EngineConfig
 from simmodel.engine.kv_cache import KvCache
+from simmodel.engine.emit import emit, emit_run  # noqa: F401 (re-exported)
 from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
 from simmodel.engine.timing import TimingModel, batch_new_tokens
 
@@ -147,9 +148,24 @@ class VllmScheduler:
         return refund
 
     def _rejects(self, r: EngineRequest) -> bool:
+        """At its first admission: a prompt ``>= max_model_len`` or larger than the pool
+        (as the reference), or whose whole sequence can never fit it (the KV of prompt +
+        output - 1 tokens; refused before the run when known then, see
+        ``simmodel.sim.check_schedulable``)."""
         if self.max_model_len is not None and r.prompt_len >= self.max_model_len:
             return True
-        return -(-r.prompt_len // self.bs) > self.num_blocks
+        return -(-(r.prompt_len + max(r.max_output - 1, 0)) // self.bs) > self.num_blocks
+
+    def _reject_head(self, plan: PassPlan) -> None:
+        """Nothing runs and nothing is held, yet the queue head cannot be admitted: the
+        pool and the budget will never be emptier, so it never can be (a preempted
+        request whose recompute exceeds the budget with chunking off, a prompt built at
+        run time...).  It is rejected, where the reference aborts the replay."""
+        r = self.waiting.popleft()
+        self._release(r)
+        r.state = DONE
+        r.status = "rejected"
+        plan.rejected.append(r)
 
     # -- one pass ---------------------------------------------------------------------
     def schedule(self, now: float) -> PassPlan:
@@ -162,9 +178,7 @@ class VllmScheduler:
         # Walk the live list by position, as the reference does: when a fifo victim
         # ahead of ``r`` leaves the list, the request right behind ``r`` slides into
         # the next position already visited and sits this pass out.
-        bs = self.bs
-        caching = self.caching
-        kv = self.kv
+        bs, caching, kv = self.bs, self.caching, self.kv
         i = 0
         while i < len(running):
             r = running[i]
@@ -218,6 +232,8 @@ class VllmScheduler:
             if self.role == "decode" and self.waiting:
                 budget = self._admit_transferred_behind(now, plan, budget)
             plan.admitted = len(entries) - n
+            if not (entries or plan.rejected or running or self.held) and self.waiting:
+                self._reject_head(plan)
         if self.mtp_rates:
             self._bursts(plan)
         self._cost(plan)
@@ -538,63 +554,3 @@ class VllmScheduler:
         if done:
             self.running = [r for r in running if r.state == RUNNING]
         return done
-
-
-def emit(r: EngineRequest, b: int, end_ms: float, pass_idx: int, first_tokens: list) -> bool:
-    """``r`` emits ``b`` tokens at the end of pass ``pass_idx`` (``b`` > 1: a speculative
-    burst, whose extra tokens come with the first, gaps of 0): counters, timestamps and
-    ITL bookkeeping; a first token puts ``r`` in ``first_tokens``.  True if the request
-    has reached its output length."""
-    g0 = r.generated
-    g = g0 + b
-    r.generated = g
-    r.seq_len += b
-    if b > 1:
-        r.zero_gaps += b - 1
-    if g0 == 0:
-        r.first_token_ms = end_ms
-        first_tokens.append(r)
-        if g >= 2:
-            r.second_token_ms = end_ms
-    else:
-        if g0 == 1:
-            r.second_token_ms = end_ms
-        _record_gaps(r, pass_idx, pass_idx, end_ms)
-    r.last_token_ms = end_ms
-    r.last_pass = pass_idx
-    return g >= r.max_output
-
-
-def emit_run(r: EngineRequest, m: int, pass_idx0: int, last_idx: int, first_end: float,
-             last_end: float) -> bool:
-    """A decoder's tokens from passes ``pass_idx0..last_idx`` of a coalesced run (one per
-    pass, the first ending at ``first_end``): counters, timestamps and ITL bookkeeping.
-    True if the request has reached its output length."""
-    g0 = r.generated
-    r.generated = g0 + m
-    r.seq_len += m
-    if g0 == 1:
-        r.second_token_ms = first_end
-    _record_gaps(r, pass_idx0, last_idx, first_end)
-    r.last_token_ms = last_end
-    r.last_pass = last_idx
-    return r.generated >= r.max_output
-
-
-def _record_gaps(r: EngineRequest, first: int, last: int, first_end: float) -> None:
-    """ITL bookkeeping for tokens emitted in passes ``first..last`` of r's worker (the
-    first ending at ``first_end``): a token right after the pass of the previous one
-    extends r's current range of such passes; otherwise its gap is kept on its own and a
-    new range starts with the next pass."""
-    segs = r.segs
-    if r.last_pass == first - 1:
-        if segs and segs[-1] == first - 1:
-            segs[-1] = last
-        else:
-            segs.append(first)
-            segs.append(last)
-    else:
-        r.bridges.append(first_end - r.last_token_ms)
-        if last > first:
-            segs.append(first + 1)
-            segs.append(last)

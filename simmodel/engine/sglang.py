@@ -26,11 +26,10 @@ at the first request that does not fit):
   had from free + evictable; they are taken at once, evicting, so later requests of
   the same walk see what is left (*measured*).  ``offset`` grows by charged + reserve.
   At most ``max_num_seqs`` running.
-* Policy ``lpm``: before the walk every waiting request's prefix is looked up (no LRU
-  refresh) and the queue sorted by it, longest first, stably; a request with ≤ 32
-  cached tokens sharing ≥ 32 tokens with an earlier waiting one goes last (SGLang's
-  in-batch check); more than 128 waiting: queue order unchanged.  A chunked prompt is
-  sorted with the others (*measured*); with ``fifo`` it stays at the head.
+* Policy ``lpm``: before the walk the queue is sorted by cached prefix, longest first
+  (``simmodel.engine.lpm``, incremental); with ``fifo`` a chunked prompt keeps the head.
+* A queue head that cannot be admitted although nothing runs and nothing is held can
+  never be: it is rejected (the reference aborts the replay; docs/model.md).
 
 **KV accounting** (slots = pages × page size): a prompt's computed tokens join the radix
 tree at the end of its pass (not earlier: requests batched together do not share);
@@ -61,29 +60,31 @@ from collections import deque
 import numpy as np
 
 from simmodel.config import EngineConfig
+from simmodel.engine.lpm import cached_match, lpm_order
 from simmodel.engine.radix_cache import RadixCache
 from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
-from simmodel.engine.scheduler import PassPlan, emit, emit_run
+from simmodel.engine.emit import emit, emit_run
+from simmodel.engine.scheduler import PassPlan
 from simmodel.engine.timing import TimingModel, batch_new_tokens
 from simmodel.workload.model import RunPrompt
 
 RETRACT_DECODE_STEPS = 20    # in the new_token_ratio reset after a retraction
-LPM_MAX_QUEUE = 128          # longer queues are served in arrival order
-IN_BATCH_THRESHOLD = 32      # tokens (SGLang's in-batch prefix caching check)
 
 
 class _Lease:
     """A request's hold on the pool: its cached prefix (``node``, locked, ``tree`` tokens,
     page-aligned) and its KV up to ``kv`` tokens (the part beyond ``tree`` in private
-    pages); ``prompt_segs`` its prompt as segments."""
+    pages); ``prompt_segs`` its prompt as segments; ``lpm``, ``head``: lookups cached by
+    ``simmodel.engine.lpm``."""
 
-    __slots__ = ("node", "tree", "kv", "prompt_segs")
+    __slots__ = ("node", "tree", "kv", "prompt_segs", "lpm", "head")
 
     def __init__(self, root, prompt_segs):
         self.node = root
         self.tree = 0
         self.kv = 0
         self.prompt_segs = prompt_segs
+        self.lpm = self.head = None
 
 
 def _prompt_segments(prompt) -> list:
@@ -102,6 +103,8 @@ def _prompt_segments(prompt) -> list:
 class SglangScheduler:
     """Waiting queue, running batch and radix KV pool of one rank, and the rules above
     (the interface of ``VllmScheduler`` that the worker process drives)."""
+
+    lpm_full_recompute = False   # tests: LPM by the original full recompute (same results)
 
     def __init__(self, engine: EngineConfig, timing: TimingModel, *, record_events: bool = False,
                  role: str = "aggregated"):
@@ -226,6 +229,8 @@ class SglangScheduler:
             self._decode(plan)
             if self.forced_decode:
                 self.forced_decode -= 1
+            if not (plan.entries or plan.rejected or self.running or self.held) and self.waiting:
+                self._reject_head(plan)
         self._cost(plan)
         plan.kv_blocks_active = self.kv.active_blocks
         return plan
@@ -246,7 +251,29 @@ class SglangScheduler:
         self.waiting = keep
 
     def _rejects(self, r: EngineRequest) -> bool:
-        return self.max_model_len is not None and r.prompt_len >= self.max_model_len
+        """A prompt ``>= max_model_len``, or one larger than the pool (which could never
+        be held; refused before the run when known then)."""
+        if self.max_model_len is not None and r.prompt_len >= self.max_model_len:
+            return True
+        return -(-r.prompt_len // self.bs) > self.num_blocks
+
+    def _match(self, r: EngineRequest, lease: _Lease) -> tuple:
+        """The admission walk's lookup of a fresh request (the LPM memo, same result)."""
+        if self.lpm_full_recompute:
+            return self.kv.match(self._segs(r, lease), r.seq_len - 1)
+        return cached_match(self, r, lease)
+
+    def _reject_head(self, plan: PassPlan) -> None:
+        """Nothing runs and nothing is held, yet the walk's first request does not fit:
+        the pool will never be emptier, so it never will (its prompt plus the reserve
+        for its output exceed the pool, or its chunk ``max_prefill_tokens``).  Rejected,
+        its hold released (the reference aborts the replay)."""
+        r = self.waiting.popleft()
+        self._release(r, cache=False)
+        r.computed = 0
+        r.state = DONE
+        r.status = "rejected"
+        plan.rejected.append(r)
 
     def _prefill(self, now: float, plan: PassPlan) -> None:
         """The admission walk (module docstring); fills ``plan`` if a batch forms."""
@@ -267,7 +294,7 @@ class SglangScheduler:
         rem_input = self.max_prefill
         rem_chunk = self.chunk
         if self.lpm and self.caching:
-            self._lpm_order()
+            lpm_order(self)
             waiting = self.waiting
         entries = plan.entries
         room = kv.free_tokens + kv.evictable          # as the walk starts (locks below do not count)
@@ -285,7 +312,7 @@ class SglangScheduler:
                 # a chunked prompt continues where it stopped (no new prefix match)
                 hit, node, start = 0, lease.node, r.computed
             else:
-                hit, node = kv.match(self._segs(r, lease), seq_len - 1)
+                hit, node = self._match(r, lease)
                 start = hit
             extend = seq_len - start
             partial = extend > rem_chunk
@@ -338,38 +365,6 @@ class SglangScheduler:
         for _ in entries:
             waiting.popleft()
         plan.admitted = len(entries)
-
-    def _lpm_order(self) -> None:
-        """Longest prefix match first (SGLang's LPM): every waiting request's cached
-        prefix is looked up (without refreshing LRU times) and the queue is sorted by it,
-        longest first, stably.  A request with at most ``IN_BATCH_THRESHOLD`` cached
-        tokens whose prompt shares at least that many with an earlier waiting request
-        goes last (computing it once lets the other hit the cache).  With more than
-        ``LPM_MAX_QUEUE`` waiting requests the queue stays as it is.  A chunked prompt
-        in progress is sorted like the others (measured: it does not keep the head;
-        its computed chunks are its cached prefix)."""
-        waiting = self.waiting
-        if len(waiting) > LPM_MAX_QUEUE:
-            return
-        kv = self.kv
-        rest = list(waiting)
-        temp = RadixCache(1 << 60, self.bs)
-        keys = []
-        for i, r in enumerate(rest):
-            segs = self._segs(r, self._get_lease(r))
-            hit, _ = kv.match(segs, r.seq_len - 1, touch=False)
-            key = -hit
-            if hit <= IN_BATCH_THRESHOLD:
-                shared, _ = temp.match(segs, r.seq_len - 1, touch=False)
-                if shared >= IN_BATCH_THRESHOLD:
-                    key = float("inf")
-                else:
-                    temp.free_tokens -= r.seq_len - 1
-                    temp.private += r.seq_len - 1
-                    temp.insert(segs, r.seq_len - 1)
-            keys.append((key, i))
-        keys.sort()
-        self.waiting = deque(rest[i] for _, i in keys)
 
     def _step_need(self, reqs) -> int:
         """Slots one decode step of ``reqs`` takes: a page for each request whose

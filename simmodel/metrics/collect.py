@@ -40,6 +40,8 @@ def requests_frame(requests, unreleased, dp_size: int = 1) -> pd.DataFrame:
                          h.transfer_queue_ms, h.transfer_gb_s)
             first_admit, reused, first_reused = p.first_admit_ms, p.reused, p.first_reused
         first, last = r.first_token_ms, r.last_token_ms
+        # the largest hit may reach into generated tokens (a re-admission after preemption)
+        reused_prompt = reused if reused < r.prompt_len else r.prompt_len
         turn = r.meta
         rows.append((
             r.session_id, r.turn_index, r.uid, turn.request_id, turn.play_id,
@@ -47,13 +49,14 @@ def requests_frame(requests, unreleased, dp_size: int = 1) -> pd.DataFrame:
             first, r.second_token_ms, last, r.terminal_ms,
             first - r.arrival_ms, r.second_token_ms - first, last - r.arrival_ms,
             (last - first) / (n - 1) if n >= 2 else math.nan,
-            r.prompt_len, r.requested_output, n, reused, first_reused,
+            r.prompt_len, r.requested_output, n, reused_prompt, first_reused,
+            reused - reused_prompt,
             r.worker_idx * dp_size + r.dp_rank if r.worker_idx >= 0 else -1, r.admissions, max(0, r.admissions - 1), r.status,
         ) + lifecycle)
     for t, status in unreleased:
         rows.append((t.session_id, t.turn_index, -1, t.request_id, t.play_id,
                      nan, nan, nan, nan, nan, nan, nan, nan, nan, nan,
-                     t.input_length, t.output_length, 0, 0, 0, -1, 0, 0, status,
+                     t.input_length, t.output_length, 0, 0, 0, 0, -1, 0, 0, status,
                      -1, nan, nan, nan, nan, nan, nan, nan, nan, nan))
     df = pd.DataFrame.from_records(rows, columns=list(REQUEST_COLUMNS))
     return df

@@ -271,7 +271,10 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
         "processed_tokens": total_in + total_out,
         "processed_tokens_per_s": _per_second(total_in + total_out, wall_time_ms),
         "processed_output_tokens_per_s": _per_second(total_out, wall_time_ms),
-        "prefix_cache_reused_ratio": _ratio(_int_sum(done["reused_input_tokens"]), total_in),
+        # as the reference: every cache hit, generated tokens a re-admission found included
+        "prefix_cache_reused_ratio": _ratio(_int_sum(done["reused_input_tokens"]) + (
+            _int_sum(done["reused_generated_tokens"].fillna(0))
+            if "reused_generated_tokens" in done else 0), total_in),
         "first_admission_prefix_cache_reused_ratio": _ratio(
             _int_sum(done["first_admission_reused_input_tokens"]), total_in),
         "num_ttft_samples": int(ttft.size),
