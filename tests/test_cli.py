@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 import simmodel
 from simmodel.cli import main
+
+from cli_helpers import one_error_line
 from simmodel.errors import UserError
 from simmodel.report import format_summary, write_result
 from simmodel.result import PASS_COLUMNS, Result
@@ -59,13 +61,6 @@ def write(folder, text, name="s.yaml"):
     return str(path)
 
 
-def one_error_line(capsys) -> str:
-    out, err = capsys.readouterr()
-    assert out == ""
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("simmodel: error: ")
-    return lines[0][len("simmodel: error: "):]
 
 
 # --------------------------------------------------------------------------- run

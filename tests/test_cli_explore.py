@@ -15,6 +15,8 @@ import pytest
 import simmodel
 import simmodel.progress
 from simmodel.cli import main
+
+from cli_helpers import one_error_line
 from simmodel.progress import ProgressLine, progress_line, run_bar
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -53,13 +55,6 @@ def summary(folder) -> dict:
     return json.loads((folder / "summary.json").read_text())
 
 
-def one_error_line(capsys) -> str:
-    out, err = capsys.readouterr()
-    assert out == ""
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("simmodel: error: ")
-    return lines[0][len("simmodel: error: "):]
 
 
 def rows(text: str) -> dict[str, list[str]]:

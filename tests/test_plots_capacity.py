@@ -21,6 +21,8 @@ import pytest  # noqa: E402
 from simmodel import plots  # noqa: E402
 from simmodel.cli import main  # noqa: E402
 from simmodel.errors import UserError  # noqa: E402
+
+from cli_helpers import one_error_line  # noqa: E402
 from simmodel.plots.capacity_data import point_text, short_keys  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -393,13 +395,6 @@ def test_capacity_figure_errors_leave_no_figure(tmp_path):
 
 # -- CLI --------------------------------------------------------------------------------------
 
-def one_error_line(capsys) -> str:
-    out, err = capsys.readouterr()
-    assert out == ""
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("simmodel: error: ")
-    return lines[0][len("simmodel: error: "):]
 
 
 @pytest.mark.parametrize("extra", [
