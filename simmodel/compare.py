@@ -260,9 +260,9 @@ def compare_measured(requests: pd.DataFrame, measured: pd.DataFrame,
     counts.  NaN samples are left out; an empty side gives NaN statistics.
 
     A metric absent from ``measured`` is skipped (a file may have only TTFT or only E2E);
-    ``tpot_ms`` is taken from the simulated ``itl_ms`` column when ``requests`` has no
-    ``tpot_ms`` (both are ``(last_token - first_token) / (output_length - 1)`` per
-    request).  Raises ``ValueError`` if no metric can be compared.
+    a measured ``itl_ms`` (a per-request column, so a request's mean gap) is compared
+    with the simulated ``tpot_ms`` column (``(last_token - first_token) /
+    (output_length - 1)`` per request) when ``requests`` has no ``itl_ms``.  Raises ``ValueError`` if no metric can be compared.
     """
     if "terminal_status" in requests.columns:
         requests = requests[requests["terminal_status"] == "completed"]
@@ -270,8 +270,9 @@ def compare_measured(requests: pd.DataFrame, measured: pd.DataFrame,
     metrics = list(metrics)
     rows, index = [], []
     for metric in metrics:
+        # a measured per-request ``itl_ms`` is a request's mean gap: our ``tpot_ms``
         sim_column = metric if metric in requests.columns else (
-            "itl_ms" if metric == "tpot_ms" and "itl_ms" in requests.columns else None)
+            "tpot_ms" if metric == "itl_ms" and "tpot_ms" in requests.columns else None)
         if sim_column is None:
             raise ValueError(f"{metric}: not a column of the simulated requests")
         if metric not in measured.columns:

@@ -22,7 +22,8 @@ REQUEST_COLUMNS = (
     "ttft_ms",               # first_token - arrival
     "ttst_ms",               # second_token - first_token
     "e2e_latency_ms",        # last_token - arrival
-    "itl_ms",                # (last - first) / (output_length - 1), NaN if < 2 tokens
+    "tpot_ms",               # (last - first) / (output_length - 1), NaN if < 2 tokens:
+                             # the request's time per output token (its mean gap)
     "input_length",
     "requested_output_length",
     "output_length",         # tokens actually emitted

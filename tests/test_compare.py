@@ -59,7 +59,7 @@ def sim_requests() -> pd.DataFrame:
     return pd.DataFrame({
         "ttft_ms": [10.0, 20.0, 30.0, 40.0, 1000.0, nan],
         "e2e_latency_ms": [100.0, 200.0, 300.0, 400.0, 9000.0, nan],
-        "itl_ms": [1.0, 2.0, 3.0, 4.0, 5.0, nan],
+        "tpot_ms": [1.0, 2.0, 3.0, 4.0, 5.0, nan],
         "terminal_status": ["completed"] * 4 + ["rejected", "completed"],
     })
 
@@ -93,8 +93,17 @@ def test_compare_measured_tpot_from_itl_and_all_metrics():
                              metrics=("ttft_ms", "e2e_latency_ms", "tpot_ms"), percentiles=(50,))
     assert table.loc[("ttft_ms", "ks"), "ks_distance"] == 0.0
     assert table.loc[("e2e_latency_ms", "p50"), "rel_error"] == 0.0
-    assert table.loc[("tpot_ms", "p50"), "simulated"] == 3.0     # itl_ms column
+    assert table.loc[("tpot_ms", "p50"), "simulated"] == 3.0     # the tpot_ms column
     assert table.loc[("tpot_ms", "p50"), "rel_error"] == pytest.approx(0.5)
+
+
+def test_measured_itl_column_is_compared_with_the_simulated_tpot():
+    # a per-request itl_ms of a measured file is that request's mean gap: sim tpot_ms
+    table = compare_measured(sim_requests(), pd.DataFrame({"ttft_ms": [10.0],
+                                                           "itl_ms": [4.0, ][:1]}),
+                             metrics=("ttft_ms", "itl_ms"), percentiles=(50,))
+    assert table.loc[("itl_ms", "p50"), "simulated"] == 3.0   # median of 1, 2, 3, 4 (nearest rank)
+    assert table.loc[("itl_ms", "p50"), "rel_error"] == pytest.approx(-0.25)
 
 
 def test_compare_measured_measured_zero_and_empty():

@@ -186,7 +186,7 @@ def test_first_token_of_a_one_token_request_comes_from_the_decode_worker():
     assert r.output_length == 1
     assert r.first_token_ms == approx(P(1000) + D(1000))
     assert r.last_token_ms == r.first_token_ms == r.terminal_time_ms
-    assert math.isnan(r.ttst_ms) and math.isnan(r.itl_ms)
+    assert math.isnan(r.ttst_ms) and math.isnan(r.tpot_ms)
     dec = res.passes[res.passes.pool == "decode"]
     assert list(dec.decode_tokens) == [1000]
 

@@ -146,10 +146,10 @@ def check_invariants(res, spec) -> None:
             assert r.reused_input_tokens == r.first_admission_reused_input_tokens
         if r.output_length >= 2:
             assert r.second_token_ms <= r.last_token_ms
-            assert math.isclose(r.itl_ms, (r.last_token_ms - r.first_token_ms) / (r.output_length - 1),
+            assert math.isclose(r.tpot_ms, (r.last_token_ms - r.first_token_ms) / (r.output_length - 1),
                                 rel_tol=1e-12, abs_tol=1e-12)
         else:
-            assert math.isnan(r.ttst_ms) and math.isnan(r.itl_ms)
+            assert math.isnan(r.ttst_ms) and math.isnan(r.tpot_ms)
         if not eng["enable_prefix_caching"]:
             assert r.reused_input_tokens == 0
     for r in rejected.itertuples():

@@ -46,12 +46,12 @@ def _frame(*rows: dict) -> pd.DataFrame:
 # Pooled gaps: A 5, 0, 5, 10; B 10, 10  ->  {0: 1, 5: 2, 10: 3}.
 A = _row(uid=0, arrival_time_ms=0.0, first_admit_ms=0.0, first_token_ms=10.0,
          second_token_ms=15.0, last_token_ms=30.0, terminal_time_ms=30.0, ttft_ms=10.0,
-         ttst_ms=5.0, e2e_latency_ms=30.0, itl_ms=5.0, input_length=100,
+         ttst_ms=5.0, e2e_latency_ms=30.0, tpot_ms=5.0, input_length=100,
          requested_output_length=5, output_length=5, reused_input_tokens=50,
          first_admission_reused_input_tokens=0)
 B = _row(uid=1, arrival_time_ms=5.0, first_admit_ms=5.0, first_token_ms=25.0,
          second_token_ms=35.0, last_token_ms=45.0, terminal_time_ms=45.0, ttft_ms=20.0,
-         ttst_ms=10.0, e2e_latency_ms=40.0, itl_ms=10.0, input_length=200,
+         ttst_ms=10.0, e2e_latency_ms=40.0, tpot_ms=10.0, input_length=200,
          requested_output_length=3, output_length=3, reused_input_tokens=100,
          first_admission_reused_input_tokens=100)
 C = _row(uid=2, arrival_time_ms=10.0, first_admit_ms=10.0, first_token_ms=40.0,
@@ -63,7 +63,7 @@ REJECTED = _row(uid=3, arrival_time_ms=12.0, terminal_time_ms=500.0, input_lengt
                 terminal_status="rejected")
 INCOMPLETE = _row(uid=4, arrival_time_ms=13.0, first_admit_ms=13.0, first_token_ms=900.0,
                   second_token_ms=990.0, last_token_ms=990.0, ttft_ms=887.0, ttst_ms=90.0,
-                  e2e_latency_ms=977.0, itl_ms=90.0, input_length=7000,
+                  e2e_latency_ms=977.0, tpot_ms=90.0, input_length=7000,
                   requested_output_length=50, output_length=2, reused_input_tokens=7000,
                   first_admission_reused_input_tokens=7000, terminal_status="incomplete")
 GAPS = np.array([5.0, 0.0, 10.0])
@@ -212,7 +212,7 @@ def test_summary_latency_statistics_by_hand():
     two = {"mean": 7.5, "min": 5.0, "max": 10.0, "median": 10.0, "p75": 10.0, "p90": 10.0,
            "p95": 10.0, "p99": 10.0, "std": 2.5}
     assert _group(s, "ttst") == _approx(two)
-    # TPOT = per-request itl_ms [5, 10]: the same numbers.
+    # TPOT = per-request tpot_ms [5, 10]: the same numbers.
     assert _group(s, "tpot") == _approx(two)
     # E2E [30, 30, 40]: mean 100/3; median idx 1 -> 30, p75 idx 2 -> 40;
     # variance ((10/3)^2 * 2 + (20/3)^2) / 3 = 200/9.

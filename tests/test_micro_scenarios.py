@@ -240,7 +240,7 @@ def test_kv_pressure_preempts_newest_with_lifo_oldest_with_fifo(sim, mode):
     assert victim.terminal_time_ms == approx(ends[1719])
     for r in (survivor, victim):
         assert r.output_length == 1000 and r.terminal_status == "completed"
-        assert r.itl_ms == approx((r.last_token_ms - r.first_token_ms) / 999)
+        assert r.tpot_ms == approx((r.last_token_ms - r.first_token_ms) / 999)
     p = res.passes
     assert len(p) == 1719
     readmit = p.iloc[1000]                                    # pass 1001

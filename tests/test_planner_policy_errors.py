@@ -62,6 +62,8 @@ def tick(value):
     (tick("2.5"), "target_decode is 2.5 (float); expected a whole number"),
     (tick("True"), "target_decode is True (bool)"),
     (tick("-1"), "target_decode is -1; a worker count cannot be negative"),
+    (tick("10**9"), "target_decode is 1,000,000,000; more than the limit of 100,000 workers "
+                    "per pool"),
     ('{"target_prefill": -2, "target_decode": None, "next_tick_ms": None}',
      "target_prefill is -2; a worker count cannot be negative"),
     ('{"target_decode": 1, "next_tick_ms": "soon"}',

@@ -146,7 +146,7 @@ def test_traffic_window_counts_completions():
         tr = snap["traffic"]
         assert tr["shape_count"] == len(done) == tr["ttft_count"] == tr["itl_count"]
         assert tr["avg_ttft_ms"] == pytest.approx(done.ttft_ms.mean(), rel=1e-12)
-        assert tr["avg_itl_ms"] == pytest.approx(done.itl_ms.mean(), rel=1e-12)
+        assert tr["avg_itl_ms"] == pytest.approx(done.tpot_ms.mean(), rel=1e-12)
         assert tr["avg_isl"] == 500.0 and tr["avg_osl"] == 10.0
         assert tr["duration_s"] == pytest.approx((t - last) / 1000.0)
         assert tr["hit_rate_count"] == 0                # only a KV router knows overlaps

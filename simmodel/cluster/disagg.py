@@ -108,14 +108,25 @@ class Handoff:
         part.meta = req
         req.handoff = HandoffRecord(prefill=part)
         if self.order == "destination_first":
-            d = self._choose_decode(req)
-            if d is None:
-                raise RuntimeError("destination_first handoff needs an active decode worker")
+            if self.max_model_len is not None and req.prompt_len >= self.max_model_len:
+                # measured: refused at arrival, before any destination is reserved
+                self.env.process(self._reject_at_arrival(req))
+                return
             # the prefill is submitted once the reservation succeeds (see _reserve)
-            self._send_reservation(d, req)
+            d = None if self._await_decode else self._choose_decode(req)
+            if d is None:
+                self._await_decode.append(req)   # no active decode worker yet (scaling)
+            else:
+                self._send_reservation(d, req)
             return
         # Routed after everything else at this instant (see clock.ROUTE_LAST).
         event_at(self.env, 0, ROUTE_LAST).callbacks.append(lambda _e: self._route_prefill(part))
+
+    def _reject_at_arrival(self, req: EngineRequest):
+        yield event_at(self.env, 0, ROUTE_LAST)
+        req.status = "rejected"
+        req.terminal_ms = self.env.now
+        self.notify_done(req)
 
     def _route_prefill(self, part: EngineRequest) -> None:
         if self.prefill_router is not None:
@@ -163,6 +174,8 @@ class Handoff:
             req.status = part.status
             req.terminal_ms = part.terminal_ms
             self.notify_done(req)
+            if req.handoff.destination_reserved_ms == req.handoff.destination_reserved_ms:
+                self._free_destination(req)     # destination first: reserved at arrival
             return
         req.handoff.source_held_ms = self.env.now
         if self.order == "destination_first":
@@ -317,6 +330,14 @@ class Handoff:
             p.command(release)
         d.command(activate)
 
+    def _free_destination(self, req: EngineRequest) -> None:
+        """The prefill of a request whose destination was reserved first ended without a
+        prompt to send: the reservation is given back, and waiting ones are retried."""
+        d = self.workers[req.worker_idx]
+        self._inbound[d.idx].pop(req.uid, None)
+        d.sched.unreserve(req)
+        self._retry_pending(d)
+
     # -- 4. decode side ---------------------------------------------------------------------
     def on_decode_done(self, req: EngineRequest) -> None:
         """Decode workers' notification: the request ended; its blocks are free, so
@@ -324,7 +345,10 @@ class Handoff:
         if self.decode_router is not None:
             self.decode_router.on_done(req)
         self.notify_done(req)
-        queue = self.pending.get(req.worker_idx)
-        d = self.workers[req.worker_idx]
+        self._retry_pending(self.workers[req.worker_idx])
+
+    def _retry_pending(self, d) -> None:
+        """Blocks were freed on ``d``: reservations waiting there go on, in order."""
+        queue = self.pending.get(d.idx)
         while queue and self._reserve(d, queue[0]) is not None:
             queue.popleft()

@@ -41,7 +41,7 @@ import simpy
 
 from simmodel.cluster.clock import PLANNER, WORKER_READY, event_at, event_at_time
 from simmodel.cluster.traffic import TrafficWindow
-from simmodel.config import PlannerConfig
+from simmodel.config import MAX_WORKERS, PlannerConfig
 from simmodel.engine import fpm
 from simmodel.errors import UserError
 
@@ -197,6 +197,9 @@ class Planner:
                               "or None")
         if v < 0:
             raise self._error(f"{key} is {v!r}; a worker count cannot be negative")
+        if v > MAX_WORKERS:
+            raise self._error(f"{key} is {int(v):,}; more than the limit of {MAX_WORKERS:,} "
+                              "workers per pool")
         return int(v)
 
     def _error(self, message: str) -> UserError:

@@ -556,6 +556,12 @@ class SglangScheduler:
         self.held += 1
         return need
 
+    def unreserve(self, r: EngineRequest) -> None:
+        """Decode side: the prefill of a reserved request was rejected; its slots are
+        freed (nothing was transferred into them, so nothing joins the tree)."""
+        self._release(r, cache=False)
+        self.held -= 1
+
     def activate(self, r: EngineRequest) -> None:
         """Decode side: the prompt's KV has arrived; the request decodes from the next
         pass on (it joins the running batch when that pass is formed)."""

@@ -88,7 +88,7 @@ GOODPUT_KEYS = (
 )
 
 _REQUIRED_COLUMNS = (
-    "terminal_status", "terminal_time_ms", "ttft_ms", "ttst_ms", "itl_ms", "e2e_latency_ms",
+    "terminal_status", "terminal_time_ms", "ttft_ms", "ttst_ms", "tpot_ms", "e2e_latency_ms",
     "input_length", "output_length", "reused_input_tokens",
     "first_admission_reused_input_tokens",
 )
@@ -245,7 +245,7 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
 
     ttft = _samples(done, "ttft_ms")
     ttst = _samples(done, "ttst_ms")
-    tpot = _samples(done, "itl_ms")
+    tpot = _samples(done, "tpot_ms")
     e2e = _samples(done, "e2e_latency_ms")
 
     out: dict = {

@@ -4,7 +4,7 @@ when a plot is drawn, so importing this package sets no backend.
 
 Latency (``latency.py``), over one or several runs:
 
-* :func:`cdf`: the empirical CDF of TTFT, TPOT (``itl_ms``), TTST or end-to-end latency of
+* :func:`cdf`: the empirical CDF of TTFT, TPOT (``tpot_ms``), TTST or end-to-end latency of
   the completed requests, one step curve per run, with markers at p50/p90/p99 (the
   summary's nearest-rank values) and an optional SLA line.
 * :func:`ttft_breakdown`: where TTFT goes in a disaggregated run: prefill queue, prefill,

@@ -14,11 +14,11 @@ import pandas as pd
 from simmodel.metrics import percentile_index
 from simmodel.result import TELEMETRY_POOL_METRICS, TELEMETRY_WORKER_METRICS, Result
 
-#: Per-request latency columns a CDF can show, with their axis labels.  ``itl_ms`` is the
+#: Per-request latency columns a CDF can show, with their axis labels.  ``tpot_ms`` is the
 #: request's mean gap between tokens (the summary's ``tpot`` sample set, not its pooled ``itl``).
 LATENCY_METRICS = {
     "ttft_ms": "TTFT (ms)",
-    "itl_ms": "TPOT: per-request mean inter-token latency (ms)",
+    "tpot_ms": "TPOT: per-request mean inter-token latency (ms)",
     "e2e_latency_ms": "end-to-end latency (ms)",
     "ttst_ms": "TTST: time to second token (ms)",
 }

@@ -34,13 +34,14 @@ def cdf(runs, metric: str = "ttft_ms", *, ax=None, log_x: bool = False,
     """Empirical CDF of a per-request latency, one step curve per run.
 
     Only completed requests count (as in the summary).  ``metric`` is one of ``ttft_ms``,
-    ``itl_ms`` (the request's TPOT), ``e2e_latency_ms``, ``ttst_ms``.  Each curve carries
+    ``tpot_ms`` (the request's mean gap between tokens), ``e2e_latency_ms``, ``ttst_ms``.  Each curve carries
     markers at ``percentiles``, placed at the summary's nearest-rank values (so the p99
     marker is the run's ``p99_ttft_ms``).  ``sla_ms`` draws a dashed vertical line.
     Artists carry gids ``cdf:<label>``, ``percentiles:<label>`` and ``sla``.
     """
     if metric not in LATENCY_METRICS:
-        raise ValueError(f"cannot plot a CDF of {metric!r}; choose one of "
+        hint = " (the per-request column is now called tpot_ms)" if metric == "itl_ms" else ""
+        raise ValueError(f"cannot plot a CDF of {metric!r}{hint}; choose one of "
                          f"{', '.join(LATENCY_METRICS)}")
     percentiles = tuple(percentiles or ())
     curves = []
