@@ -7,19 +7,20 @@ records into a ``Result``.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass, field
 
 import simpy
 from simpy.core import EmptySchedule, StopSimulation
 
-from simmodel.cluster.clock import AFTER_ROUTING, pass_end_priority
 from simmodel.cluster.disagg import Handoff
 from simmodel.cluster.driver import Driver
 from simmodel.cluster.kv_router import KvRouter
+from simmodel.cluster.phases import PhasedEnvironment
 from simmodel.cluster.planner import Planner, ScalablePool
 from simmodel.cluster.router import RoundRobin
-from simmodel.cluster.worker import Worker
+from simmodel.cluster.worker import BatchFormation, Worker
 from simmodel.config import ConfigError, Scenario
 from simmodel.engine.factory import make_scheduler
 from simmodel.engine.limits import never_runs
@@ -73,7 +74,7 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
         from simmodel.workload.build import build_workload
         workload = build_workload(scenario.workload, engine_block_size=bs, streams=streams)
     check_schedulable(workload, scenario, first)
-    env = simpy.Environment()
+    env = PhasedEnvironment()
     record = scenario.run.record_kv_events
     rcfg = cl.router
     concurrency = scenario.workload.concurrency
@@ -112,12 +113,14 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
             _driver(req)
     else:
         notify = driver.on_done
+    formation = BatchFormation()            # shared by the cluster's workers
     def make_worker(i: int) -> Worker:
         sched = make_scheduler(eng, timing, record_events=record or kv_mode, worker=i)
         return Worker(env, i, sched, notify, record_events=record,
                       coalesce=scenario.run.coalesce_decode,
                       event_sink=router.on_kv_events if kv_mode else None,
-                      on_first_token=router.on_first_token if kv_mode else None)
+                      on_first_token=router.on_first_token if kv_mode else None,
+                      formation=formation)
 
     for i in range(cl.workers):
         workers.append(make_worker(i))
@@ -165,11 +168,6 @@ def _start_planner(env, policy, pools: dict, driver: Driver) -> Planner:
     return planner
 
 
-#: Pass ends at one instant: every prefill worker before any decode worker, each pool by
-#: id (pools can grow, so decode ranks start far above any prefill id).
-DECODE_RANK_OFFSET = 100_000
-
-
 def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
                          scaling_policy=None) -> Cluster:
     """Prefill pool + decode pool behind the handoff (round robin per pool)."""
@@ -200,7 +198,7 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
                 router_track_prefill_tokens=False, router_queue_threshold=None),
             block_size=bs, max_num_batched_tokens=cl.decode.engine.max_num_batched_tokens,
             rng=streams["decode_router_ties"])
-    offsets = {"prefill": 0, "decode": DECODE_RANK_OFFSET}
+    formation = BatchFormation()            # shared by the cluster's workers
     notifies = {"prefill": handoff.on_prefill_done, "decode": handoff.on_decode_done}
     pools = {"prefill": cl.prefill, "decode": cl.decode}
     timings = {role: make_timing(pool.engine) for role, pool in pools.items()}
@@ -209,14 +207,10 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
         publish = kv_mode and role == "prefill"    # only prefill workers publish KV events
         sched = make_scheduler(pools[role].engine, timings[role],
                                record_events=record or publish, role=role, worker=i)
-        w = Worker(env, i, sched, notifies[role], record_events=record,
-                   coalesce=scenario.run.coalesce_decode,
-                   event_sink=handoff.prefill_router.on_kv_events if publish else None)
-        w.pool = role
-        w.end_priority = pass_end_priority(offsets[role] + i)
-        if role == "prefill":
-            w.wake_barrier = AFTER_ROUTING
-        return w
+        return Worker(env, i, sched, notifies[role], record_events=record,
+                      coalesce=scenario.run.coalesce_decode,
+                      event_sink=handoff.prefill_router.on_kv_events if publish else None,
+                      pool=role, formation=formation)
 
     for role, workers in (("prefill", prefill_workers), ("decode", decode_workers)):
         for i in range(pools[role].workers):
@@ -334,7 +328,7 @@ class Watchdog:
 
 def _next_event(env: simpy.Environment) -> str:
     """The next event and the process it resumes, for the watchdog's message."""
-    ev = env._queue[0][3] if env._queue else None
+    ev = env.next_event() if isinstance(env, PhasedEnvironment) else None
     procs = [cb.__self__.name for cb in getattr(ev, "callbacks", None) or ()
              if isinstance(getattr(cb, "__self__", None), simpy.Process)]
     return (f"next: a {type(ev).__name__}" if ev is not None else "no event left") + (
@@ -357,7 +351,7 @@ def run_until(env: simpy.Environment, until: float | None,
             guard.check()
     except (StopSimulation, EmptySchedule):
         pass
-    while until is not None and env._queue and env.peek() <= until:
+    while until is not None and env.peek() <= until:
         guard.step()
 
 
@@ -383,17 +377,17 @@ def run_with_progress(cluster: Cluster, until: float | None, progress,
             progress(env.now, driver.ended + len(driver.unreleased_cancelled), total)
 
     span = 100.0                              # simulated ms per slice, adapted to speed
-    while env._queue and not stopped[0]:
+    while env.peek() != math.inf and not stopped[0]:
         nxt = env.peek()
         if until is not None and nxt > until:
             break
         stop = nxt + span if until is None else min(nxt + span, until)
         t = time.perf_counter()
         step = guard.step
-        while env._queue and env.peek() <= stop and not stopped[0]:  # ``stop`` included
+        while env.peek() <= stop and not stopped[0]:  # ``stop`` included
             step()
         took = time.perf_counter() - t
         span = span * 2.0 if took < every_s / 2 else (span / 2.0 if took > every_s * 2 else span)
         report()
     report()
-    return stopped[0] and bool(env._queue)
+    return stopped[0] and env.peek() != math.inf

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from simmodel.cluster.clock import ROUTE_LAST, TRANSFER_DONE, event_at
+from simmodel.cluster.phases import Phase, event_at
 from simmodel.cluster.kv_link import LinkNetwork
 from simmodel.cluster.router import PositionalRoundRobin
 from simmodel.config import KvTransferConfig
@@ -119,11 +119,11 @@ class Handoff:
             else:
                 self._send_reservation(d, req)
             return
-        # Routed after everything else at this instant (see clock.ROUTE_LAST).
-        event_at(self.env, 0, ROUTE_LAST).callbacks.append(lambda _e: self._route_prefill(part))
+        # Routed after everything else at this instant (see phases.ROUTE_LAST).
+        event_at(self.env, 0, Phase.ROUTE_LAST).callbacks.append(lambda _e: self._route_prefill(part))
 
     def _reject_at_arrival(self, req: EngineRequest):
-        yield event_at(self.env, 0, ROUTE_LAST)
+        yield event_at(self.env, 0, Phase.ROUTE_LAST)
         req.status = "rejected"
         req.terminal_ms = self.env.now
         self.notify_done(req)
@@ -255,7 +255,7 @@ class Handoff:
         if self.order == "destination_first":
             # SGLang: the prompt goes to a prefill worker only now, after everything else
             # at this instant; one deferred reservation per decode pass end (measured)
-            event_at(self.env, 0, ROUTE_LAST).callbacks.append(
+            event_at(self.env, 0, Phase.ROUTE_LAST).callbacks.append(
                 lambda _e: self._route_prefill(rec.prefill))
             return math.inf
         return self._start_transfer_if_ready(d, req)
@@ -313,7 +313,7 @@ class Handoff:
             busy = self.env.now - t.started_ms
             rec.transfer_gb_s = nbytes / (busy / 1000.0) / 1e9 if busy > 0 else float("nan")
         elif delay_ms > 0:
-            yield event_at(self.env, delay_ms, TRANSFER_DONE)
+            yield event_at(self.env, delay_ms, Phase.TRANSFER_DONE)
         p = self.prefill_workers[rec.prefill_worker_idx]
 
         def release():

@@ -14,7 +14,7 @@ Every session is a process that waits until its next turn is ready, hands the tu
 The dispatcher reproduces the reference's ordering: at one instant every ready turn is
 collected first, then released in (ready time, session index, turn index) order, after
 all pass completions of that instant (which may have made turns ready) and before any
-worker forms its next batch (see ``clock``).
+worker forms its next batch (see ``phases``).
 
 Delta-cumulative sessions build each prompt at release time from the session's history:
 every earlier prompt delta, the output tokens each earlier *completed* turn emitted, and
@@ -31,7 +31,7 @@ import heapq
 import numpy as np
 import simpy
 
-from simmodel.cluster.clock import DISPATCH, event_at, event_at_time
+from simmodel.cluster.phases import Phase, event_at, event_at_time
 from simmodel.engine.request import EngineRequest
 from simmodel.engine.tokens import TokenSequence
 from simmodel.workload.model import RunPrompt, Session, Turn, Workload
@@ -145,7 +145,7 @@ class Driver:
 
     def _flush(self):
         """Release every turn that became ready at this instant, in reference order."""
-        yield event_at(self.env, 0, DISPATCH)
+        yield event_at(self.env, 0, Phase.DISPATCH)
         self._flush_pending = False
         ready = self._ready
         while ready:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from simmodel.cluster.clock import TRANSFER_DONE, event_at
+from simmodel.cluster.phases import Phase, event_at
 from simmodel.engine.timing import duration_ns
 
 
@@ -113,7 +113,7 @@ class LinkNetwork:
             delay = duration_ns(delay) / 1e6
         self._timer_gen += 1
         gen = self._timer_gen
-        ev = event_at(self.env, delay, TRANSFER_DONE)
+        ev = event_at(self.env, delay, Phase.TRANSFER_DONE)
         ev.callbacks.append(lambda _e, g=gen, t=nxt: self._fire(g, t))
 
     def _fire(self, gen: int, t: Transfer) -> None:

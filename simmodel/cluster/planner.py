@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from simmodel.cluster.clock import PLANNER, WORKER_READY, event_at, event_at_time
+from simmodel.cluster.phases import Phase, event_at, event_at_time
 from simmodel.cluster.traffic import TrafficWindow
 from simmodel.config import MAX_WORKERS, PlannerConfig
 from simmodel.engine import fpm
@@ -94,7 +94,7 @@ class Planner:
         self._last_tick = 0.0
         self._last_arrival_ms = None
         # The pools a new request waits in first; a disaggregated one is routed after
-        # the ticks of its instant (clock.ROUTE_LAST), and its decode pool is needed when
+        # the ticks of its instant (Phase.ROUTE_LAST), and its decode pool is needed when
         # its prompt is done (SGLang's order reserves the destination at arrival).
         self.disagg = "prefill" in pools
         first_decode = getattr(driver.router, "order", None) == "destination_first"
@@ -128,7 +128,7 @@ class Planner:
         self._collect(True)
         try:
             while True:
-                yield event_at_time(env, t, PLANNER)
+                yield event_at_time(env, t, Phase.PLANNER)
                 if self.driver.workload_done():
                     return                           # dropped, not re-armed
                 decision = self._on_tick()
@@ -311,7 +311,7 @@ class Planner:
             return
         w.state = "starting"
         self._record(w, "worker_starting", None, "starting", cause)
-        ev = event_at(self.env, pool.startup_ms, WORKER_READY)
+        ev = event_at(self.env, pool.startup_ms, Phase.WORKER_READY)
         ev.callbacks.append(lambda _e, w=w: self._ready(w, pool))
 
     def _ready(self, w, pool: ScalablePool) -> None:

@@ -2,7 +2,7 @@
 sampled in simulated time into one tidy table (``Result.telemetry``).
 
 At ``0, interval, 2·interval, …`` — after the pass ends and arrivals of that instant, before
-new batches form there (``clock.SAMPLE``, as the reference samples) — the sampler
+new batches form there (``phases.SAMPLE``, as the reference samples) — the sampler
 settles coalesced decode runs up to now (``Worker.sync``) and records, per worker that
 exists (not yet removed): KV blocks active / cached (inactive, evictable) / free, running
 and waiting requests, and the prompt tokens served from the prefix cache and the
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from simmodel.cluster.clock import SAMPLE, event_at_time
+from simmodel.cluster.phases import Phase, event_at_time
 from simmodel.result import TELEMETRY_COLUMNS
 
 
@@ -43,7 +43,7 @@ class Telemetry:
             t = k * self.interval
             if self.until is not None and t > self.until:
                 return
-            yield event_at_time(env, t, SAMPLE)
+            yield event_at_time(env, t, Phase.SAMPLE)
             self.sample()
             if self.driver.workload_done():
                 return

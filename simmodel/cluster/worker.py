@@ -8,7 +8,7 @@ The worker owns a pure ``VllmScheduler`` and drives it in simulated time:
 
 * The pass duration is fixed when the pass starts (from the batch formed then); requests
   submitted during a pass wait for its end (reference §3.1).
-* Event budget: one ``URGENT`` pass-end event per forward pass, plus one ``LATE``
+* Event budget: one ``PASS_END`` event per forward pass, plus one ``LATE``
   barrier event only when something else is scheduled at the same instant (so that
   same-time arrivals join the batch), plus one wake-up event per idle period.  No event
   per token or per request inside a pass.
@@ -22,7 +22,7 @@ import math
 import numpy as np
 import simpy
 
-from simmodel.cluster.clock import LATE, event_at, event_at_time, pass_end_priority
+from simmodel.cluster.phases import Phase, event_at, event_at_time, order, worker_rank
 from simmodel.engine import fpm
 from simmodel.engine.request import EngineRequest
 from simmodel.engine.scheduler import VllmScheduler
@@ -30,20 +30,30 @@ from simmodel.errors import UserError
 from simmodel.metrics.passlog import PassLog
 
 
-def _note_formed(env: simpy.Environment, key: float) -> None:
-    """A batch was formed at this instant after a barrier of order ``key`` (a barrier set
-    up at a pass end is ordered by that worker's pass-end priority; one set up by a wake-up
-    comes after all of those: ``inf``)."""
-    if getattr(env, "formed_at", None) != env.now:
-        env.formed_at, env.formed_key = env.now, key
-    elif key > env.formed_key:
-        env.formed_key = key
+class BatchFormation:
+    """The batch formations of the current instant, shared by a cluster's workers.
 
+    A worker coalescing decode passes must know whether, had it stepped pass by pass, it
+    would already have formed its batch at this instant: that is so when a barrier later
+    in order than its own pass end was passed now.  A barrier set up at a pass end is
+    ordered by that worker's pass-end key; one set up by a wake-up comes after all of
+    those (``inf``)."""
 
-def _formed_before(env: simpy.Environment, w) -> bool:
-    """Whether ``w``, had it stepped pass by pass, would have formed its batch at this
-    instant before now: a barrier later in order than its own has already been passed."""
-    return getattr(env, "formed_at", None) == env.now and env.formed_key > w.end_priority
+    __slots__ = ("at", "key")
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+        self.key = -math.inf
+
+    def note(self, now: float, key: float) -> None:
+        if self.at != now:
+            self.at, self.key = now, key
+        elif key > self.key:
+            self.key = key
+
+    def passed(self, now: float, key: float) -> bool:
+        """A barrier later than ``key`` was passed at ``now``."""
+        return self.at == now and self.key > key
 
 
 class Worker:
@@ -51,19 +61,22 @@ class Worker:
 
     def __init__(self, env: simpy.Environment, idx: int, scheduler: VllmScheduler,
                  notify, record_events: bool = False, coalesce: bool = True,
-                 event_sink=None, on_first_token=None):
+                 event_sink=None, on_first_token=None, *, pool: str = "agg",
+                 formation: BatchFormation | None = None):
         self.env = env
         self.idx = idx
-        self.pool = "agg"                 # agg | prefill | decode
+        self.pool = pool                  # agg | prefill | decode
+        self.formation = formation if formation is not None else BatchFormation()
         self.state = "active"             # starting | active | draining | removed
         self.created_ms = 0.0
         self.removed_ms = None
         self.on_drained = None            # callable(worker) when a draining worker empties
         self.inbound = None               # callable() -> handoffs bound here, not activated
-        self.end_priority = pass_end_priority(idx)   # set again for pooled workers
-        # Woken from idle, batch after events of this priority (a disaggregated prefill
-        # worker: after the instant's requests are routed, see clock.ROUTE_LAST).
-        self.wake_barrier = LATE
+        self.rank = worker_rank(pool, idx)   # its place among one instant's pass ends
+        self.end_key = order(Phase.PASS_END, self.rank)
+        # Woken from idle, batch after events of this phase (a disaggregated prefill
+        # worker: after the instant's requests are routed, see phases.ROUTE_LAST).
+        self.wake_phase = Phase.AFTER_ROUTING if pool == "prefill" else Phase.LATE
         self.sched = scheduler
         self.notify = notify              # callable(request) at completion / rejection
         self.wake: simpy.Event | None = None
@@ -164,13 +177,13 @@ class Worker:
             if self.state == "draining" and self._drained():
                 self.on_drained(self)          # finished its in-flight work: leaves
                 return
-            barrier = LATE
+            barrier = Phase.LATE
             woken = False
             if not sched.has_work():
                 self.wake = env.event()
                 yield self.wake
                 self.wake = None
-                barrier = self.wake_barrier
+                barrier = self.wake_phase
                 woken = True
                 if self._commands or self._end_hooks:
                     self._apply_commands()
@@ -179,7 +192,7 @@ class Worker:
             if env.peek() <= env.now:
                 # Let every arrival of this instant reach the queue before batching.
                 yield event_at(env, 0, barrier)
-                _note_formed(env, math.inf if woken else self.end_priority)
+                self.formation.note(env.now, math.inf if woken else self.end_key)
             start = env.now
             # (a command waiting for the end of the next pass needs that pass on its own)
             run = sched.decode_run() if self.coalesce and not self._next_commands else None
@@ -220,7 +233,7 @@ class Worker:
             self.idle_between_passes = False
             self.idle_until = start
             promoted, self._next_commands = self._next_commands, []
-            yield event_at(env, plan.duration_ms, self.end_priority)
+            yield event_at(env, plan.duration_ms, Phase.PASS_END, self.rank)
             self._pre = None
             self.idle_between_passes = True
             self.idle_since, self.idle_until = env.now, None
@@ -285,8 +298,8 @@ class Worker:
     def _decode_run(self, durations, total):
         """Cover a run of pure-decode passes with one timeout, cut short by a submit.
 
-        Event budget: one ``URGENT`` event for the run's end, one wake-up if a request
-        is submitted mid-run, and then one ``URGENT`` event for the end of the pass in
+        Event budget: one ``PASS_END`` event for the run's end, one wake-up if a request
+        is submitted mid-run, and then one ``PASS_END`` event for the end of the pass in
         flight at that moment.  ``sync`` may settle the passes that already ended before
         the run is over (so a KV router sees their events).
         """
@@ -299,7 +312,7 @@ class Worker:
                  if self.collect_fpm else None)
         self._run = [durations, total, start, ends, 0, parts]
         self.wake = env.event()
-        end_ev = event_at_time(env, float(ends[-1]), self.end_priority)
+        end_ev = event_at_time(env, float(ends[-1]), Phase.PASS_END, self.rank)
         yield end_ev | self.wake
         self.wake = None
         m = len(durations)
@@ -310,13 +323,13 @@ class Worker:
             # (a run that began at t was formed before this submit, as a stepped pass
             # would have been: its first pass stands)
             m = 0 if t < start else min(len(durations), int(np.searchsorted(ends, t)) + 1)
-            if 0 < m < len(durations) and ends[m - 1] == t and _formed_before(env, self):
+            if 0 < m < len(durations) and ends[m - 1] == t and self.formation.passed(env.now, self.end_key):
                 # stepping pass by pass, this worker would already have formed its pass
                 # starting at t (its barrier comes before the one whose batch released
                 # this request): that pass runs too
                 m += 1
             if m and ends[m - 1] > t:
-                yield event_at_time(env, float(ends[m - 1]), self.end_priority)
+                yield event_at_time(env, float(ends[m - 1]), Phase.PASS_END, self.rank)
         self._commit_run(m)
         self._run = None
 

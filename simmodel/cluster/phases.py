@@ -1,0 +1,159 @@
+"""The order of events at one simulated instant: named phases, then worker order.
+
+SimPy processes the events of one time by ``(priority, insertion order)``.  The
+reference's replay loop handles one instant in a fixed sequence of steps, so every event
+here carries an **order key**: its :class:`Phase`, and within the pass-end phase the
+rank of the worker whose pass ends (workers are walked in a fixed order).  SimPy's own
+events (``Timeout``, ``Event.succeed``, a process resuming) keep their meaning:
+``URGENT`` falls in the pass-end phase at rank 0, ``NORMAL`` in :attr:`Phase.NORMAL`.
+
+=====  ===============  ================================================  ==========================
+phase  name             what happens then                                 reference rule (spec)
+=====  ===============  ================================================  ==========================
+0      PASS_END         forward passes end, in worker order (prefill       §3.1: completions first;
+                        pool first, then decode / aggregated by index);    workers walked in order
+                        SimPy's URGENT (a process starting) shares it
+1      WORKER_READY     a starting worker becomes active                  planner: ready before
+                                                                          arrivals (measured)
+2      TRANSFER_DONE    a KV transfer's delay is over                     §6: activation at the
+                                                                          decode pass boundary
+3      NORMAL           SimPy's ordinary events: arrivals, session         §3.1: then arrivals
+                        releases, completions' notifications
+4      DISPATCH         the driver releases every turn ready now, in       §4: (ready time, session,
+                        (ready time, session, turn) order                  turn) order
+5      SAMPLE           telemetry samples                                 measured: an arrival at
+                                                                          the sample is waiting
+6      LATE             a worker about to form a batch waits here, so      §3.1: new passes start
+                        every arrival of the instant is queued first       last
+7      PLANNER          planner ticks                                     measured: after batch
+                                                                          formation
+8      ROUTE_LAST       disaggregated: a new request is routed to a        measured: an arrival at a
+                        prefill worker                                    prefill pass end waits
+9      AFTER_ROUTING    an idle prefill worker woken by such a request     measured (same case)
+                        forms its batch
+=====  ===============  ================================================  ==========================
+
+Only SimPy's documented extension points are used: :class:`PhasedEnvironment`
+overrides ``Environment.schedule``, ``peek`` and ``step`` over an agenda of its own,
+turning SimPy's two priorities into order keys, and :class:`At` is a ``Timeout``
+carrying its own key and exact time.  Keys are integers
+``phase << RANK_BITS | rank``; workers are ordered explicitly by :func:`worker_rank`.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from enum import IntEnum
+from heapq import heappop, heappush
+
+import simpy
+from simpy.core import EmptySchedule, StopSimulation
+from simpy.events import NORMAL as SIMPY_NORMAL
+from simpy.events import URGENT as SIMPY_URGENT
+
+
+class Phase(IntEnum):
+    PASS_END = 0
+    WORKER_READY = 1
+    TRANSFER_DONE = 2
+    NORMAL = 3
+    DISPATCH = 4
+    SAMPLE = 5
+    LATE = 6
+    PLANNER = 7
+    ROUTE_LAST = 8
+    AFTER_ROUTING = 9
+
+
+RANK_BITS = 40
+#: Decode workers of a disaggregated cluster come after every prefill worker.
+DECODE_RANK_BASE = 1 << 32
+
+
+def order(phase: Phase, rank: int = 0) -> int:
+    """The order key of an event of ``phase`` (``rank``: the worker, in pass-end order)."""
+    return (int(phase) << RANK_BITS) | rank
+
+
+def worker_rank(pool: str, idx: int) -> int:
+    """Where worker ``idx`` of ``pool`` (agg | prefill | decode) comes among the pass ends
+    of one instant: the prefill pool first, then the decode pool, each by index."""
+    return DECODE_RANK_BASE + idx if pool == "decode" else idx
+
+
+_SIMPY_ORDER = {SIMPY_URGENT: order(Phase.PASS_END), SIMPY_NORMAL: order(Phase.NORMAL)}
+
+
+class At(simpy.Timeout):
+    """A timeout processed at ``when`` (absolute simulated time, >= now) in the order of
+    ``key`` (see :func:`order`)."""
+
+    def __init__(self, env: simpy.Environment, when: float, key: int):
+        self.key, self.when = key, when
+        super().__init__(env, when - env.now)
+
+
+class PhasedEnvironment(simpy.Environment):
+    """A SimPy environment whose same-time events are ordered by order keys.
+
+    It keeps its own agenda, a heap of ``(time, key, insertion number, event)``, through
+    SimPy's documented extension points ``schedule``, ``peek`` and ``step`` (as SimPy's
+    ``RealtimeEnvironment`` overrides ``step``).  An :class:`At` is queued at its exact
+    absolute time with its own key: ``now + (when - now)`` can miss ``when`` in the last
+    bit, and trace arrivals and coalesced pass ends must land on their times so that ties
+    are ordered as in the reference.  Every other event is queued ``delay`` from now with
+    the key of SimPy's priority (``URGENT`` or ``NORMAL``)."""
+
+    def __init__(self, initial_time: float = 0.0):
+        super().__init__(initial_time)
+        self._agenda: list = []
+        self._inserted = itertools.count()
+
+    def schedule(self, event, priority=SIMPY_NORMAL, delay=0) -> None:
+        if type(event) is At:
+            heappush(self._agenda, (event.when, event.key, next(self._inserted), event))
+        else:
+            heappush(self._agenda, (self._now + delay, _SIMPY_ORDER.get(priority, priority),
+                                    next(self._inserted), event))
+
+    def peek(self) -> float:
+        return self._agenda[0][0] if self._agenda else math.inf
+
+    def next_event(self):
+        """The event processed next (None if none), for diagnostics such as the
+        watchdog's message."""
+        return self._agenda[0][3] if self._agenda else None
+
+    def step(self) -> None:
+        """Process the next event: SimPy's ``Environment.step`` over this agenda."""
+        try:
+            self._now, _, _, event = heappop(self._agenda)
+        except IndexError:
+            raise EmptySchedule from None
+        callbacks, event.callbacks = event.callbacks, None
+        try:
+            for callback in callbacks:
+                callback(event)
+        except StopSimulation:
+            # resume the remaining callbacks when the simulation goes on (as SimPy does)
+            event.callbacks = callbacks[callbacks.index(callback) + 1:]
+            heappush(self._agenda, (self._now, -1, next(self._inserted), event))
+            raise
+        if not event.ok and not event.defused:
+            failure = event.value
+            exc = type(failure)(*failure.args)
+            exc.__cause__ = failure
+            raise exc
+
+
+def event_at(env: simpy.Environment, delay: float, phase: Phase, rank: int = 0) -> At:
+    """An event processed ``delay`` from now, in ``phase`` (at ``rank``)."""
+    return At(env, env.now + delay, order(phase, rank))
+
+
+def event_at_time(env: simpy.Environment, when: float, phase: Phase = Phase.NORMAL,
+                  rank: int = 0) -> At:
+    """An event processed at exactly the absolute time ``when`` (>= now), in ``phase``."""
+    if when < env.now:
+        raise ValueError(f"time {when} is in the past (now {env.now})")
+    return At(env, when, order(phase, rank))
