@@ -16,10 +16,9 @@ from simpy.core import EmptySchedule, StopSimulation
 
 from simmodel.cluster.disagg import Handoff
 from simmodel.cluster.driver import Driver
-from simmodel.cluster.kv_router import KvRouter
 from simmodel.cluster.phases import PhasedEnvironment
 from simmodel.cluster.planner import Planner, ScalablePool
-from simmodel.cluster.router import RoundRobin
+from simmodel.cluster.routing import make_pool_routers, make_router
 from simmodel.cluster.worker import BatchFormation, Worker
 from simmodel.config import ConfigError, Scenario
 from simmodel.engine.factory import make_scheduler
@@ -98,34 +97,29 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
                         "with router mode kv is not supported yet (use round_robin)")
     timing = make_timing(eng)
     workers: list[Worker] = []
-    kv_mode = rcfg.mode == "kv"
-    if kv_mode:
-        router = KvRouter(env, workers, rcfg, block_size=bs,
-                          max_num_batched_tokens=eng.max_num_batched_tokens,
-                          rng=streams["router_ties"])
-    else:
-        router = RoundRobin(workers, dp=eng.dp_size)
+    router = make_router(rcfg, env, workers, block_size=bs,
+                         max_num_batched_tokens=eng.max_num_batched_tokens,
+                         dp_size=eng.dp_size, rng=streams["router_ties"])
     driver = Driver(env, workload, router, block_size=bs, max_model_len=eng.max_model_len,
                     concurrency=concurrency, output_rng=streams["output_tokens"])
-    if kv_mode:
-        def notify(req, _driver=driver.on_done, _router=router.on_done):
-            _router(req)
-            _driver(req)
-    else:
-        notify = driver.on_done
+
+    def notify(req, _driver=driver.on_done, _router=router.on_done):
+        _router(req)
+        _driver(req)
     formation = BatchFormation()            # shared by the cluster's workers
+    listens = router.needs_kv_events        # the router follows caches and prompts
+
     def make_worker(i: int) -> Worker:
-        sched = make_scheduler(eng, timing, record_events=record or kv_mode, worker=i)
+        sched = make_scheduler(eng, timing, record_events=record or listens, worker=i)
         return Worker(env, i, sched, notify, record_events=record,
                       coalesce=scenario.run.coalesce_decode,
-                      event_sink=router.on_kv_events if kv_mode else None,
-                      on_first_token=router.on_first_token if kv_mode else None,
+                      event_sink=router.on_kv_events if listens else None,
+                      on_first_token=router.on_first_token if listens else None,
                       formation=formation)
 
     for i in range(cl.workers):
         workers.append(make_worker(i))
-    if kv_mode:
-        router.attach()
+    router.attach()
     for w in workers:
         _spawn(env, w)
     planner = None
@@ -133,8 +127,7 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
         pool = ScalablePool("decode", workers, lambda i: _spawn(env, make_worker(i)),
                             _startup_ms(eng), router.topology_changed)
         planner = _start_planner(env, scaling_policy, {"decode": pool}, driver)
-        if kv_mode:
-            router.traffic = planner.traffic
+        router.observe_traffic(planner.traffic)
     driver.start()
     cluster = Cluster(env, workers, router, driver, workload)
     cluster.planner = planner
@@ -183,42 +176,35 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
                     max_model_len=cl.decode.engine.max_model_len, concurrency=concurrency,
                     output_rng=streams["output_tokens"])
     handoff.notify_done = driver.on_done
-    kv_mode = cl.router.mode == "kv"
-    bs = cl.prefill.engine.effective_block_size
-    if kv_mode:
-        # As the reference derives them: the prefill router has no active-block term;
-        # the decode router has overlap, KV-reuse assumption and prefill tracking off.
-        handoff.prefill_router = KvRouter(
-            env, prefill_workers, dataclasses.replace(cl.router, router_track_active_blocks=False),
-            block_size=bs, max_num_batched_tokens=cl.prefill.engine.max_num_batched_tokens,
-            rng=streams["router_ties"])
-        handoff.decode_router = KvRouter(
-            env, decode_workers, dataclasses.replace(
-                cl.router, overlap_score_credit=0.0, router_assume_kv_reuse=False,
-                router_track_prefill_tokens=False, router_queue_threshold=None),
-            block_size=bs, max_num_batched_tokens=cl.decode.engine.max_num_batched_tokens,
-            rng=streams["decode_router_ties"])
+    routers = make_pool_routers(cl.router, env, prefill_workers, decode_workers,
+                                block_size=cl.prefill.engine.effective_block_size,
+                                prefill_budget=cl.prefill.engine.max_num_batched_tokens,
+                                decode_budget=cl.decode.engine.max_num_batched_tokens,
+                                streams=streams)
+    if routers is not None:
+        handoff.prefill_router, handoff.decode_router = routers
+    publisher = handoff.prefill_router if handoff.prefill_router.needs_kv_events else None
     formation = BatchFormation()            # shared by the cluster's workers
     notifies = {"prefill": handoff.on_prefill_done, "decode": handoff.on_decode_done}
     pools = {"prefill": cl.prefill, "decode": cl.decode}
     timings = {role: make_timing(pool.engine) for role, pool in pools.items()}
 
     def make_worker(role: str, i: int) -> Worker:
-        publish = kv_mode and role == "prefill"    # only prefill workers publish KV events
+        # only prefill workers publish KV events (to a prefill router that follows them)
+        publish = publisher is not None and role == "prefill"
         sched = make_scheduler(pools[role].engine, timings[role],
                                record_events=record or publish, role=role, worker=i)
         return Worker(env, i, sched, notifies[role], record_events=record,
                       coalesce=scenario.run.coalesce_decode,
-                      event_sink=handoff.prefill_router.on_kv_events if publish else None,
+                      event_sink=publisher.on_kv_events if publish else None,
                       pool=role, formation=formation)
 
     for role, workers in (("prefill", prefill_workers), ("decode", decode_workers)):
         for i in range(pools[role].workers):
             workers.append(make_worker(role, i))
     handoff.attach()
-    if kv_mode:
-        handoff.prefill_router.attach()
-        handoff.decode_router.attach()
+    handoff.prefill_router.attach()
+    handoff.decode_router.attach()
     for w in prefill_workers + decode_workers:
         _spawn(env, w)
     planner = None
@@ -234,8 +220,7 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
                                    handoff.decode_topology_changed),
         }
         planner = _start_planner(env, scaling_policy, scalable, driver)
-        if kv_mode:
-            handoff.prefill_router.traffic = planner.traffic
+        handoff.prefill_router.observe_traffic(planner.traffic)
     driver.start()
     cluster = Cluster(env, decode_workers, handoff, driver, workload, prefill_workers)
     cluster.planner = planner

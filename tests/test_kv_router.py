@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simmodel
+import simmodel.cluster.kv_router
 import simmodel.sim
 from simmodel.cluster.kv_router import KvRouter
 from simmodel.config import (ClusterConfig, EngineConfig, RouterConfig, RunConfig, Scenario,
@@ -235,14 +236,15 @@ def test_temperature_zero_breaks_ties_uniformly_with_the_seeded_stream():
 
 @pytest.fixture
 def recorded(monkeypatch):
-    """Swap the recording router into ``simmodel.sim``; returns the list of routers built."""
+    """Swap the recording router in for the one ``routing.make_router`` builds; returns
+    the list of routers built."""
     built = []
 
     class R(Recording):
         def __init__(self, *a, **kw):
             super().__init__(*a, **kw)
             built.append(self)
-    monkeypatch.setattr(simmodel.sim, "KvRouter", R)
+    monkeypatch.setattr(simmodel.cluster.kv_router, "KvRouter", R)
     return built
 
 

@@ -75,11 +75,11 @@ class Handoff:
         self.order = order
         self.network = (LinkNetwork(env, transfer.bandwidth_gb_s, transfer.policy)
                         if transfer.contention else None)
-        # Round robin over the *active* workers of each pool, advanced once per request.
-        self._rr_p = PositionalRoundRobin(prefill_workers)
-        self._rr_d = PositionalRoundRobin(decode_workers)
-        self.prefill_router = None     # KvRouter over the prefill pool (router mode kv)
-        self.decode_router = None      # KvRouter over the decode pool (router mode kv)
+        # Each pool's router (routing.Router): by default a round robin over the *active*
+        # workers, advanced once per request; KV routers in router mode kv (set by
+        # routing.make_pool_routers before the run).
+        self.prefill_router = PositionalRoundRobin(prefill_workers)
+        self.decode_router = PositionalRoundRobin(decode_workers)
         # per decode worker: reservations waiting for blocks (FIFO), and those deferred
         # to its pass end (see _boundary)
         self.pending: dict[int, deque] = defaultdict(deque)
@@ -129,32 +129,23 @@ class Handoff:
         self.notify_done(req)
 
     def _route_prefill(self, part: EngineRequest) -> None:
-        if self.prefill_router is not None:
-            self.prefill_router.route(part)        # submits; may queue
-            return
-        self._rr_p.route(part)                     # submits, or waits for an active worker
+        self.prefill_router.route(part)      # submits, or holds it (no active worker, queue)
 
     def prefill_topology_changed(self) -> None:
         """Prefill workers joined or left (scaling)."""
-        if self.prefill_router is not None:
-            self.prefill_router.topology_changed()
-        else:
-            self._rr_p.topology_changed()
+        self.prefill_router.topology_changed()
 
     def queued(self) -> dict:
         """Requests held by each pool's routing (telemetry's ``router_queue``): waiting for
         a prefill worker (or in the prefill KV router's queue); handoffs waiting for an
         active decode worker."""
-        prefill = self.prefill_router or self._rr_p
-        decode = len(self._await_decode) + (self.decode_router.queued()
-                                             if self.decode_router is not None else 0)
-        return {"prefill": prefill.queued(), "decode": decode}
+        decode = len(self._await_decode) + self.decode_router.queued()
+        return {"prefill": self.prefill_router.queued(), "decode": decode}
 
     def decode_topology_changed(self) -> None:
         """Decode workers joined or left (scaling): handoffs that waited for an active
         decode worker go on, in order."""
-        if self.decode_router is not None:
-            self.decode_router.attach_new()
+        self.decode_router.topology_changed()
         for w in self.workers:
             self._bind(w)
         while self._await_decode:
@@ -167,9 +158,8 @@ class Handoff:
         """Prefill workers' notification: the prompt is done (or was rejected)."""
         req = part.meta
         req.handoff.prefill_worker_idx = part.worker_idx
-        if self.prefill_router is not None:
-            self.prefill_router.on_first_token(part)
-            self.prefill_router.on_done(part)
+        self.prefill_router.on_first_token(part)
+        self.prefill_router.on_done(part)
         if part.status != "prefilled":          # rejected (or cancelled) on the prefill side
             req.status = part.status
             req.terminal_ms = part.terminal_ms
@@ -191,12 +181,9 @@ class Handoff:
 
     def _choose_decode(self, req: EngineRequest):
         """The decode worker for ``req`` (None when none is active)."""
-        if self.decode_router is not None:
-            i = self.decode_router.pick(req)
-            d = None if i is None else self.workers[i]
-        else:
-            # The decode pool's round robin advances once per handoff, in order.
-            d = self._rr_d.next_active()
+        # (the decode pool's round robin advances once per handoff, in order)
+        i = self.decode_router.pick(req)
+        d = None if i is None else self.workers[i]
         if d is not None:
             req.worker_idx = d.idx
         return d
@@ -342,8 +329,7 @@ class Handoff:
     def on_decode_done(self, req: EngineRequest) -> None:
         """Decode workers' notification: the request ended; its blocks are free, so
         waiting reservations on that worker are retried."""
-        if self.decode_router is not None:
-            self.decode_router.on_done(req)
+        self.decode_router.on_done(req)
         self.notify_done(req)
         self._retry_pending(self.workers[req.worker_idx])
 

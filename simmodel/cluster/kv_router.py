@@ -54,6 +54,10 @@ class _WorkerView:
 
 
 class KvRouter:
+    """KV-aware placement (reference §5.2); offers ``routing.Router``."""
+
+    needs_kv_events = True               # its view of each worker's cache is built from them
+
     def __init__(self, env, workers: list, cfg: RouterConfig, *, block_size: int,
                  max_num_batched_tokens: int, rng: np.random.Generator):
         self.env = env
@@ -80,6 +84,10 @@ class KvRouter:
         """Views for workers added since (scaling): a new worker's index starts empty."""
         while len(self.views) < len(self.workers):
             self.views.append(_WorkerView())
+
+    def observe_traffic(self, traffic) -> None:
+        """Report each admission (its overlap and prompt blocks) to a planner's window."""
+        self.traffic = traffic
 
     def on_kv_events(self, worker: int, events) -> None:
         """``events``: (pass end ms, kind, hash) in time order; visible after the lag."""

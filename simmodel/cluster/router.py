@@ -13,6 +13,8 @@ class RoundRobin:
     (so with a fixed pool: 0, 1, 2, 0, 1, ...).  With no active worker (all starting or
     draining) requests wait here, FIFO, until ``topology_changed``."""
 
+    needs_kv_events = False              # placement ignores the caches
+
     def __init__(self, workers: list, dp: int = 1):
         self.workers = workers
         self.last = -1
@@ -21,6 +23,22 @@ class RoundRobin:
         self.dp = dp
         self.slot = -1
         self.rank = 0
+
+    # -- what a round robin does not need to hear (see routing.Router) ----------------
+    def attach(self) -> None:
+        pass
+
+    def on_first_token(self, req: EngineRequest) -> None:
+        pass
+
+    def on_done(self, req: EngineRequest) -> None:
+        pass
+
+    def on_kv_events(self, worker: int, events) -> None:
+        pass
+
+    def observe_traffic(self, traffic) -> None:
+        pass
 
     def route(self, req: EngineRequest) -> None:
         if self.waiting:
@@ -32,6 +50,12 @@ class RoundRobin:
         else:
             req.dp_rank = self.rank
             worker.submit(req)
+
+    def pick(self, req: EngineRequest) -> int | None:
+        """The worker ``req`` would be placed on, chosen now (the cycle advances), or
+        None if no worker is active; nothing is submitted."""
+        w = self.next_active()
+        return None if w is None else w.idx
 
     def next_active(self):
         """The next active worker after the last one used (None if none is active); with
