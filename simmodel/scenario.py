@@ -9,7 +9,12 @@ hints), so a later issue that adds a field to a config class needs no change her
 * unknown keys are rejected with the valid ones listed; fields without a default are
   required;
 * path fields (``workload.trace``) are resolved relative to the YAML file's folder and must
-  name an existing file (or, for ``format: weka``, a folder of conversation files).
+  name an existing file (or, for ``format: weka``, a folder of conversation files); a
+  ``planner.policy`` must point into that folder (``simmodel.config.policy_ref``).
+
+Every check of the scenario runs here, before any trace is read: first each section's own
+values, then the rules across sections (``simmodel.config.check_scenario``), then whether
+the files named exist, then where the policy points.
 
 Every mistake is raised as one line, ``UserError("<file>: <dotted.key>: <what>")``; a
 ``ConfigError`` from a dataclass's ``__post_init__`` (whose key is relative to its section)
@@ -26,6 +31,7 @@ from typing import Any, Union
 import yaml
 
 from simmodel.config import ConfigError, PlannerConfig, Scenario, TimingConfig, WorkloadConfig
+from simmodel.config.policy_ref import resolve_policy
 from simmodel.errors import UserError
 
 #: Fields filled in by the loader, never read from YAML.
@@ -65,12 +71,13 @@ def scenario_from_dict(data: dict, *, base_dir: str, source: str) -> Scenario:
                         f"got {_type_name(data)}")
     ctx = _Context(base_dir=base_dir, source=source)
     scenario = _build(Scenario, _pool_defaults(data, ctx), "", ctx)
+    for key, path, folder_ok in ctx.paths:   # files last: the config itself is valid
+        _check_path(path, key, ctx, folder_ok=folder_ok)
     if scenario.planner is not None:
         planner = dataclasses.replace(scenario.planner, base_dir=base_dir)
         if planner.kind == "python":
             # Only the string and the file under the scenario's folder are checked:
             # nothing is imported (a policy is code; it runs when the run starts).
-            from simmodel.cluster.policies import resolve_policy
             try:
                 resolve_policy(planner.policy, base_dir)
             except UserError as e:
@@ -152,6 +159,8 @@ def _describe_yaml_error(e: yaml.YAMLError) -> str:
 class _Context:
     base_dir: str
     source: str
+    #: ``(key, absolute path, folder_ok)`` of each path field, checked to exist at the end.
+    paths: list = dataclasses.field(default_factory=list)
 
     def error(self, key: str, message: str) -> UserError:
         return UserError(f"{self.source}: {key}: {message}" if key
@@ -183,7 +192,8 @@ def _build(cls: type, data: Any, prefix: str, ctx: _Context):
             if (cls, f.name) in _PATH_FIELDS and value is not None:
                 # A Weka corpus may be a folder of conversation files.
                 folder_ok = cls is WorkloadConfig and data.get("format") == "weka"
-                value = _resolve_path(value, key, ctx, folder_ok=folder_ok)
+                value = _resolve_path(value, ctx)
+                ctx.paths.append((key, value, folder_ok))
             kwargs[f.name] = value
     # Missing keys last, so a misspelt key deeper down is reported as such.
     for f in fields:
@@ -240,18 +250,20 @@ def _convert(hint: Any, value: Any, key: str, ctx: _Context):
     raise TypeError(f"unsupported config annotation {hint!r} for {key}")
 
 
-def _resolve_path(value: str, key: str, ctx: _Context, *, folder_ok: bool = False) -> str:
+def _resolve_path(value: str, ctx: _Context) -> str:
+    """``value`` as an absolute path (relative ones against the YAML file's folder)."""
     path = os.path.expanduser(value)
     if not os.path.isabs(path):
         path = os.path.join(ctx.base_dir, path)
-    path = os.path.normpath(path)
+    return os.path.normpath(path)
+
+
+def _check_path(path: str, key: str, ctx: _Context, *, folder_ok: bool = False) -> None:
+    """Refuse ``path`` unless it is a file (or, with ``folder_ok``, a folder)."""
     if not os.path.exists(path):
         raise ctx.error(key, f"file not found: {path}")
-    if folder_ok and os.path.isdir(path):
-        return path
-    if not os.path.isfile(path):
+    if not (folder_ok and os.path.isdir(path)) and not os.path.isfile(path):
         raise ctx.error(key, f"not a file: {path}")
-    return path
 
 
 def _parses_as_float(text: str) -> bool:

@@ -1,0 +1,71 @@
+"""``Scenario``: a whole scenario, and the rules that tie its sections together.
+
+Each section checks its own values; ``check_scenario`` then checks what only holds (or
+fails) across sections and pools.  Both run whenever a ``Scenario`` is made (loaded from
+YAML or built in Python), so a run is never refused for a reason its config alone shows;
+what needs the workload itself (requests that can never fit, sizes of trace rows) is
+checked once the workload is built (``simmodel.sim``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from simmodel.config.checks import ConfigError
+from simmodel.config.cluster import ClusterConfig
+from simmodel.config.planner import PlannerConfig
+from simmodel.config.run import RunConfig, SlaConfig, TelemetryConfig
+from simmodel.config.workload import WorkloadConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A whole scenario: what to run (workload), on what (cluster), judged how (sla)."""
+
+    workload: WorkloadConfig
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    sla: SlaConfig = field(default_factory=SlaConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    planner: Optional[PlannerConfig] = None
+    telemetry: Optional[TelemetryConfig] = None
+    name: str = "scenario"
+    seed: int = 0
+    source: Optional[str] = None       # the YAML file this came from, for messages
+
+    def __post_init__(self):
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError("seed", f"must be a non-negative integer, got {self.seed!r}")
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError("name", f"must be a non-empty string, got {self.name!r}")
+        if not isinstance(self.workload, WorkloadConfig):
+            raise ConfigError("workload", "must be a mapping")
+        if not isinstance(self.cluster, ClusterConfig):
+            raise ConfigError("cluster", "must be a mapping")
+        check_scenario(self.workload, self.cluster)
+
+
+def check_scenario(workload: WorkloadConfig, cluster: ClusterConfig) -> None:
+    """Raise a ``ConfigError`` (keyed from the scenario's top level) for a combination of
+    sections the simulator does not support, first problem first."""
+    cl = cluster
+    if cl.disaggregated and (cl.prefill.engine.effective_block_size
+                             != cl.decode.engine.effective_block_size):
+        raise ConfigError("cluster.decode.engine.block_size", "must equal the prefill pool's "
+                          "(the KV transfer moves whole blocks)")
+    if workload.concurrency is not None and workload.agentic:
+        raise ConfigError("workload.concurrency", f"not supported for format "
+                          f"{workload.format!r} (agentic workloads)")
+    if cl.disaggregated:
+        for key, pool in (("prefill", cl.prefill), ("decode", cl.decode)):
+            if pool.engine.dp_size > 1:
+                raise ConfigError(f"cluster.{key}.engine.dp_size", "attention DP is supported "
+                                  "in aggregated clusters only so far")
+        return
+    eng = cl.engine
+    if eng.dp_size > 1 and eng.backend == "sglang":
+        raise ConfigError("cluster.engine.dp_size", "attention DP with the sglang backend is "
+                          "not supported yet (its lock-step pass cost when ranks mix prefill "
+                          "and decode is not pinned down)")
+    if eng.dp_size > 1 and cl.router.mode == "kv":
+        raise ConfigError("cluster.engine.dp_size", "attention DP with router mode kv is not "
+                          "supported yet (use round_robin)")
