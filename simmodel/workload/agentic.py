@@ -55,14 +55,19 @@ triggers or relations, and dependency cycles (one cycle is named).
 """
 from __future__ import annotations
 
-import json
-from typing import Any, Optional
+import itertools
+from typing import TYPE_CHECKING, Any, Optional
 
 from simmodel.errors import UserError
+from simmodel.workload.agentic_graph import find_cycle, name_plays
 from simmodel.workload.model import Dependency, Prompt, Session, Turn, Workload
-from simmodel.workload.mooncake import (_RowError, open_trace, _check_int_list, _field, _is_int,
-                                       _output_fields, speedup_ratio,
-                                        _number)
+from simmodel.workload.rows import (RowError, canonical_ids, each_json_row, hash_ids,
+                                    input_length, is_int, non_empty_string, number,
+                                    optional_number, output_fields, positive_int_arg, required,
+                                    speedup_ratio, within_capacity)
+
+if TYPE_CHECKING:
+    from simmodel.config import WorkloadConfig
 
 SCHEMA = "dynamo.agentic_mooncake"
 VERSION = 2
@@ -92,6 +97,14 @@ class _Node:
         self.deps: list = deps                  # [(request_id, trigger, delay_ms)]
 
 
+def from_config(cfg: WorkloadConfig, *, engine_block_size: int) -> Workload:
+    """Format ``agentic``: ``cfg.trace`` read with ``cfg.trace_block_size`` (a v2 trace's
+    header ``block_size`` wins) and ``cfg.arrival_speedup_ratio`` (``engine_block_size``
+    unused)."""
+    return read_agentic(cfg.trace, trace_block_size=cfg.trace_block_size,
+                        arrival_speedup_ratio=cfg.arrival_speedup_ratio)
+
+
 def read_agentic(path: str, *, trace_block_size: int = 512,
                  arrival_speedup_ratio: float = 1.0) -> Workload:
     """Read an agentic Mooncake trace (v2 with header, or legacy flat rows) into an
@@ -101,68 +114,72 @@ def read_agentic(path: str, *, trace_block_size: int = 512,
     ``block_size`` wins); ``arrival_speedup_ratio`` divides not_before times and delays.
     Raises ``UserError`` naming ``path:line`` for any problem in the file.
     """
-    if not _is_int(trace_block_size) or trace_block_size <= 0:
-        raise ValueError(
-            f"trace_block_size must be a positive integer, got {trace_block_size!r}")
+    positive_int_arg("trace_block_size", trace_block_size)
     ratio = speedup_ratio(arrival_speedup_ratio)
-
-    f = open_trace(path)
-
-    nodes: list[_Node] = []
-    by_id: dict[str, _Node] = {}
-    header: Optional[dict] = None
-    legacy = False
-    block_size = trace_block_size
-    models: set[str] = set()
-    with f:
-        lineno = 0
-        try:
-            for lineno, raw in enumerate(f, 1):
-                raw = raw.rstrip()
-                if not raw:
-                    continue
-                try:
-                    row = json.loads(raw)
-                except UnicodeDecodeError:
-                    raise _RowError("not valid UTF-8") from None
-                except json.JSONDecodeError as e:
-                    raise _RowError(f"malformed JSON ({e.msg} at column {e.colno})") from None
-                if type(row) is not dict:
-                    raise _RowError(f"expected a JSON object, got {type(row).__name__}")
-
-                if header is None and not legacy:           # the first row decides the form
-                    if "schema" in row:
-                        header = row
-                        block_size = _header(row)
-                        continue
-                    v2_fields = [k for k in V2_ROW_FIELDS if k in row]
-                    if v2_fields:
-                        raise _RowError(
-                            f"row has v2 field {v2_fields[0]} but the file has no v2 header "
-                            f'(line 1 must be {{"schema": "{SCHEMA}", "version": 2, ...}})')
-                    legacy = True
-
-                if legacy:
-                    node = _legacy_row(row, lineno, trace_block_size)
-                else:
-                    node = _v2_row(row, lineno, block_size)
-                    models.add(row["model"])
-                first = by_id.get(node.request_id)
-                if first is not None:
-                    raise _RowError(f"duplicate request_id {node.request_id!r} "
-                                    f"(first on line {first.line})")
-                by_id[node.request_id] = node
-                nodes.append(node)
-        except _RowError as e:
-            raise UserError(f"{path}:{lineno}: {e}") from None
-        except OSError as e:
-            raise UserError(f"{path}: cannot read file ({e.strerror or e})") from None
-
+    trace = _Nodes(trace_block_size)
+    each_json_row(path, trace.add)
+    nodes = trace.nodes
     if not nodes:
         raise UserError(f"{path}: empty trace (no requests"
-                        f"{' after the header' if header is not None else ''})")
+                        f"{' after the header' if trace.header is not None else ''})")
+    _check_graph(path, nodes, trace.by_id, trace.legacy)
+    if trace.legacy:
+        name_plays(nodes)
+    canonical = canonical_ids(list(itertools.chain.from_iterable(n.hashes for n in nodes)))
+    meta = {"format": "agentic" if trace.legacy else "agentic_mooncake",
+            "version": None if trace.legacy else VERSION,
+            "trace_block_size": trace.block_size,
+            "arrival_speedup_ratio": arrival_speedup_ratio,
+            "unique_hash_ids": len(canonical),
+            "plays": len(dict.fromkeys(n.play_id for n in nodes))}
+    if not trace.legacy:
+        meta["models"] = sorted(trace.models)
+        meta["source"] = trace.header.get("source")
+    return Workload(sessions=_sessions(nodes, canonical, trace.block_size, ratio),
+                    source=str(path), meta=meta, kind="agentic")
 
-    # Graph checks, in file order: unknown ids, plays, cycles.
+
+class _Nodes:
+    """The rows of a trace, validated in file order; the first row decides the form (a v2
+    header, else legacy)."""
+
+    def __init__(self, trace_block_size: int):
+        self.trace_block_size = trace_block_size
+        self.block_size = trace_block_size      # a v2 header's block_size replaces it
+        self.nodes: list[_Node] = []
+        self.by_id: dict[str, _Node] = {}
+        self.header: Optional[dict] = None
+        self.legacy = False
+        self.models: set[str] = set()
+
+    def add(self, lineno: int, row: dict) -> None:
+        """Validate one row (the header, or a node with a new request id)."""
+        if self.header is None and not self.legacy:      # the first row decides the form
+            if "schema" in row:
+                self.header = row
+                self.block_size = _header(row)
+                return
+            v2_fields = [k for k in V2_ROW_FIELDS if k in row]
+            if v2_fields:
+                raise RowError(
+                    f"row has v2 field {v2_fields[0]} but the file has no v2 header "
+                    f'(line 1 must be {{"schema": "{SCHEMA}", "version": 2, ...}})')
+            self.legacy = True
+        if self.legacy:
+            node = _legacy_row(row, lineno, self.trace_block_size)
+        else:
+            node = _v2_row(row, lineno, self.block_size)
+            self.models.add(row["model"])
+        first = self.by_id.get(node.request_id)
+        if first is not None:
+            raise RowError(f"duplicate request_id {node.request_id!r} "
+                           f"(first on line {first.line})")
+        self.by_id[node.request_id] = node
+        self.nodes.append(node)
+
+
+def _check_graph(path: str, nodes: list[_Node], by_id: dict[str, _Node], legacy: bool) -> None:
+    """Graph checks, in file order: unknown ids, dependencies across plays (v2), cycles."""
     for node in nodes:
         for rid, _, _ in node.deps:
             dep = by_id.get(rid)
@@ -174,21 +191,16 @@ def read_agentic(path: str, *, trace_block_size: int = 512,
                     f"{path}:{node.line}: request {node.request_id!r} in play "
                     f"{node.play_id!r} depends on {rid!r} (line {dep.line}) in play "
                     f"{dep.play_id!r}; dependencies must stay within a play")
-    cycle = _find_cycle(nodes, by_id)
+    cycle = find_cycle(nodes, by_id)
     if cycle:
         ids = " -> ".join(repr(n.request_id) for n in cycle + [cycle[0]])
         raise UserError(f"{path}:{cycle[0].line}: dependency cycle (each request waits for "
                         f"the next): {ids}")
-    if legacy:
-        _legacy_plays(nodes)
 
-    # Canonical hash ids over the whole file, in order of first appearance.
-    canonical: dict[int, int] = {}
-    for node in nodes:
-        for h in node.hashes:
-            if h not in canonical:
-                canonical[h] = len(canonical)
 
+def _sessions(nodes: list[_Node], canonical: dict[int, int], block_size: int,
+              ratio: float) -> tuple[Session, ...]:
+    """One one-turn session per node; not_before times shifted so the earliest is 0."""
     starts = [n.not_before for n in nodes if n.not_before is not None]
     t0 = min(starts)        # legacy: at least one root exists since there is no cycle
     turn_counts: dict[str, int] = {}
@@ -205,17 +217,7 @@ def read_agentic(path: str, *, trace_block_size: int = 512,
                     output_token_ids=node.output_token_ids, line=node.line,
                     request_id=node.request_id, play_id=node.play_id, deps=deps)
         sessions.append(Session(node.request_id, (turn,)))
-
-    meta = {"format": "agentic" if legacy else "agentic_mooncake",
-            "version": None if legacy else VERSION,
-            "trace_block_size": block_size,
-            "arrival_speedup_ratio": arrival_speedup_ratio,
-            "unique_hash_ids": len(canonical),
-            "plays": len(dict.fromkeys(n.play_id for n in nodes))}
-    if not legacy:
-        meta["models"] = sorted(models)
-        meta["source"] = header.get("source")
-    return Workload(sessions=tuple(sessions), source=str(path), meta=meta, kind="agentic")
+    return tuple(sessions)
 
 
 # --- v2 --------------------------------------------------------------------------------
@@ -225,113 +227,78 @@ def _header(row: dict) -> int:
     """Validate the v2 header; returns its block size."""
     schema = row.get("schema")
     if schema != SCHEMA:
-        raise _RowError(f"header schema must be {SCHEMA!r}, got {schema!r}")
+        raise RowError(f"header schema must be {SCHEMA!r}, got {schema!r}")
     version = row.get("version")
-    if version != VERSION or not _is_int(version):
-        raise _RowError(f"unsupported agentic Mooncake version {version!r}; expected {VERSION}")
+    if version != VERSION or not is_int(version):
+        raise RowError(f"unsupported agentic Mooncake version {version!r}; expected {VERSION}")
     block_size = row.get("block_size")
-    if not _is_int(block_size) or block_size <= 0:
-        raise _RowError(f"header block_size must be a positive integer, got {block_size!r}")
+    if not is_int(block_size) or block_size <= 0:
+        raise RowError(f"header block_size must be a positive integer, got {block_size!r}")
     scope = row.get("hash_id_scope")
     if scope != "local":
-        raise _RowError(f"header hash_id_scope must be 'local', got {scope!r}")
+        raise RowError(f"header hash_id_scope must be 'local', got {scope!r}")
     source = row.get("source")
     if type(source) is not dict:
-        raise _RowError("header source must be an object with format and digest")
+        raise RowError("header source must be an object with format and digest")
     for key in ("format", "digest"):
-        if not isinstance(source.get(key), str) or not source[key]:
-            raise _RowError(f"header source.{key} must be a non-empty string, "
-                            f"got {source.get(key)!r}")
+        non_empty_string(f"header source.{key}", source.get(key))
     return block_size
 
 
 def _string(row: dict, key: str) -> str:
-    value = row.get(key)
-    if value is None:
-        raise _RowError(f"missing required field {key}")
-    if not isinstance(value, str) or not value:
-        raise _RowError(f"{key} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _lengths(row: dict) -> tuple[str, Optional[int], int, Optional[tuple]]:
-    """``(input key, input_length or None, output_length, output_token_ids)``."""
-    if "input_tokens" in row:
-        in_key, input_length = _field(row, "input_length", "input_tokens")
-    else:
-        in_key, input_length = "input_length", row.get("input_length")
-    if input_length is not None:
-        if not _is_int(input_length):
-            raise _RowError(f"{in_key} must be an integer, got {input_length!r}")
-        if input_length < 1:
-            raise _RowError(f"{in_key} must be >= 1, got {input_length}")
-
-    key, output_length, output_token_ids = _output_fields(row)
-    return in_key, input_length, output_length, output_token_ids
-
-
-def _hash_ids(row: dict) -> list:
-    hash_ids = row.get("hash_ids")
-    if hash_ids is None:
-        raise _RowError("missing required field hash_ids")
-    _check_int_list("hash_ids", hash_ids)
-    if not hash_ids:
-        raise _RowError("hash_ids must not be empty")
-    return hash_ids
+    """A required, non-empty string field of a v2 row."""
+    return non_empty_string(key, required(row, key))
 
 
 def _v2_row(row: dict, lineno: int, block_size: int) -> _Node:
+    """A v2 node: its fields validated, ``hash_ids`` exactly covering ``input_length``."""
     request_id = _string(row, "request_id")
     play_id = _string(row, "play_id")
     session_id = _string(row, "session_id")
     _string(row, "model")
-    hash_ids = _hash_ids(row)
-    in_key, input_length, output_length, output_token_ids = _lengths(row)
-    if input_length is None:
-        raise _RowError("missing required field input_length")
-    need = -(-input_length // block_size)
-    if len(hash_ids) != need:
-        raise _RowError(f"{in_key} {input_length} at block_size {block_size} needs exactly "
-                        f"{need} hash_ids, got {len(hash_ids)}")
-    not_before = row.get("not_before_ms")
-    if not_before is None:
-        raise _RowError("missing required field not_before_ms")
-    not_before = _number("not_before_ms", not_before)
-
+    hashes = hash_ids(row)
+    in_key, length = input_length(row)
+    _, output_length, output_token_ids = output_fields(row)
+    if length is None:
+        raise RowError("missing required field input_length")
+    need = -(-length // block_size)
+    if len(hashes) != need:
+        raise RowError(f"{in_key} {length} at block_size {block_size} needs exactly "
+                       f"{need} hash_ids, got {len(hashes)}")
+    not_before = number("not_before_ms", required(row, "not_before_ms"))
     deps_value = row.get("dependencies")
     deps = []
     if deps_value is not None:
         if not isinstance(deps_value, list):
-            raise _RowError(f"dependencies must be a list, got {type(deps_value).__name__}")
+            raise RowError(f"dependencies must be a list, got {type(deps_value).__name__}")
         for i, dep in enumerate(deps_value):
             deps.append(_v2_dependency(dep, f"dependencies[{i}]", request_id))
-    return _Node(lineno, request_id, play_id, session_id, hash_ids, input_length,
+    return _Node(lineno, request_id, play_id, session_id, hashes, length,
                  output_length, output_token_ids, not_before, deps)
 
 
 def _v2_dependency(dep: Any, where: str, request_id: str) -> tuple[str, str, float]:
+    """``(request_id, trigger, delay_ms)`` of one entry of a node's ``dependencies``."""
     if type(dep) is not dict:
-        raise _RowError(f"{where} must be an object, got {type(dep).__name__}")
+        raise RowError(f"{where} must be an object, got {type(dep).__name__}")
     for key in ("request_id", "trigger", "delay_ms", "relation"):
         if dep.get(key) is None:
-            raise _RowError(f"{where} is missing {key}")
-    rid = dep["request_id"]
-    if not isinstance(rid, str) or not rid:
-        raise _RowError(f"{where}.request_id must be a non-empty string, got {rid!r}")
+            raise RowError(f"{where} is missing {key}")
+    rid = non_empty_string(f"{where}.request_id", dep["request_id"])
     if rid == request_id:
-        raise _RowError(f"request {request_id!r} depends on itself ({where})")
+        raise RowError(f"request {request_id!r} depends on itself ({where})")
     trigger = dep["trigger"]
     if trigger not in TRIGGERS:
-        raise _RowError(f"{where}.trigger must be one of {', '.join(TRIGGERS)}; "
-                        f"got {trigger!r}")
+        raise RowError(f"{where}.trigger must be one of {', '.join(TRIGGERS)}; "
+                       f"got {trigger!r}")
     relation = dep["relation"]
     if relation not in RELATIONS:
-        raise _RowError(f"{where}.relation must be one of {', '.join(RELATIONS)}; "
-                        f"got {relation!r}")
+        raise RowError(f"{where}.relation must be one of {', '.join(RELATIONS)}; "
+                       f"got {relation!r}")
     if trigger == "dispatch" and relation not in DISPATCH_RELATIONS:
-        raise _RowError(f"{where}: a {relation} dependency cannot use trigger dispatch "
-                        f"(only {', '.join(DISPATCH_RELATIONS)} can)")
-    delay = _number(f"{where}.delay_ms", dep["delay_ms"])
+        raise RowError(f"{where}: a {relation} dependency cannot use trigger dispatch "
+                       f"(only {', '.join(DISPATCH_RELATIONS)} can)")
+    delay = number(f"{where}.delay_ms", dep["delay_ms"])
     return rid, trigger, float(delay)
 
 
@@ -339,111 +306,60 @@ def _v2_dependency(dep: Any, where: str, request_id: str) -> tuple[str, str, flo
 
 
 def _id(key: str, value: Any) -> str:
+    """A legacy request or session id: a non-empty string or an integer, as a string."""
     if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
-        raise _RowError(f"{key} must be a non-empty string or an integer, got {value!r}")
+        raise RowError(f"{key} must be a non-empty string or an integer, got {value!r}")
     return str(value)
 
 
 def _legacy_row(row: dict, lineno: int, trace_block_size: int) -> _Node:
-    request_id = row.get("request_id")
-    if request_id is None:
-        raise _RowError("missing required field request_id")
-    request_id = _id("request_id", request_id)
+    """A legacy node: ``wait_for`` ids become completion dependencies, delayed by
+    ``delay + tool_wait_ms``; a row without them starts at its ``timestamp``."""
+    request_id = _id("request_id", required(row, "request_id"))
     session_id = row.get("session_id")
     session_id = (f"request_{lineno}" if session_id is None
                   else _id("session_id", session_id))
-    hash_ids = _hash_ids(row)
-    in_key, input_length, output_length, output_token_ids = _lengths(row)
-    capacity = len(hash_ids) * trace_block_size
-    if input_length is None:
-        input_length = capacity
-    elif input_length > capacity:
-        raise _RowError(f"{in_key} {input_length} exceeds the {capacity} tokens of its "
-                        f"{len(hash_ids)} hash_ids x trace_block_size {trace_block_size}")
-
-    if "created_time" in row:
-        ts_key, timestamp = _field(row, "timestamp", "created_time")
-    else:
-        ts_key, timestamp = "timestamp", row.get("timestamp")
+    hashes = hash_ids(row)
+    in_key, length = input_length(row)
+    _, output_length, output_token_ids = output_fields(row)
+    length = within_capacity(in_key, length, hashes, trace_block_size)
+    _, timestamp = optional_number(row, "timestamp", "created_time")
     if timestamp is not None:
-        timestamp = float(_number(ts_key, timestamp))
-    if row.get("delay") is not None and row.get("delay_ms") is not None:
-        raise _RowError("delay and delay_ms cannot both be set")
-    delay_key = "delay" if row.get("delay") is not None else "delay_ms"
-    delay = row.get(delay_key)
-    delay = 0.0 if delay is None else _number(delay_key, delay)
-    tool_wait = row.get("tool_wait_ms")
-    tool_wait = 0.0 if tool_wait is None else _number("tool_wait_ms", tool_wait)
+        timestamp = float(timestamp)
+    wait = _legacy_wait(row)
     prefix_reset = row.get("prefix_reset")
     if prefix_reset is not None and not isinstance(prefix_reset, bool):
-        raise _RowError(f"prefix_reset must be true or false, got {prefix_reset!r}")
+        raise RowError(f"prefix_reset must be true or false, got {prefix_reset!r}")
+    deps = _wait_for(row, request_id, wait)
+    if not deps and timestamp is None:
+        raise RowError("missing timestamp (required on a row without wait_for)")
+    return _Node(lineno, request_id, None, session_id, hashes, length, output_length,
+                 output_token_ids, None if deps else timestamp, deps)
 
+
+def _legacy_wait(row: dict) -> float:
+    """``delay`` (or ``delay_ms``) + ``tool_wait_ms`` of a legacy row, 0 when absent."""
+    if row.get("delay") is not None and row.get("delay_ms") is not None:
+        raise RowError("delay and delay_ms cannot both be set")
+    delay_key = "delay" if row.get("delay") is not None else "delay_ms"
+    delay = row.get(delay_key)
+    delay = 0.0 if delay is None else number(delay_key, delay)
+    tool_wait = row.get("tool_wait_ms")
+    tool_wait = 0.0 if tool_wait is None else number("tool_wait_ms", tool_wait)
+    return float(delay + tool_wait)
+
+
+def _wait_for(row: dict, request_id: str, wait: float) -> list[tuple[str, str, float]]:
+    """The completion dependencies a legacy row's ``wait_for`` lists, each after ``wait``."""
     wait_for = row.get("wait_for")
     deps = []
     if wait_for is not None:
         if not isinstance(wait_for, list):
-            raise _RowError(f"wait_for must be a list of request ids, "
-                            f"got {type(wait_for).__name__}")
+            raise RowError(f"wait_for must be a list of request ids, "
+                           f"got {type(wait_for).__name__}")
         for i, rid in enumerate(wait_for):
             rid = _id(f"wait_for[{i}]", rid)
             if rid == request_id:
-                raise _RowError(f"request {request_id!r} depends on itself (wait_for[{i}])")
-            deps.append((rid, "completion", float(delay + tool_wait)))
-    if not deps and timestamp is None:
-        raise _RowError("missing timestamp (required on a row without wait_for)")
-    return _Node(lineno, request_id, None, session_id, hash_ids, input_length, output_length,
-                 output_token_ids, None if deps else timestamp, deps)
-
-
-def _legacy_plays(nodes: list[_Node]) -> None:
-    """Name the connected components of the dependency graph ``play_<n>``."""
-    parent = {n.request_id: n.request_id for n in nodes}
-
-    def root(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for n in nodes:
-        for rid, _, _ in n.deps:
-            a, b = root(n.request_id), root(rid)
-            if a != b:
-                parent[b] = a
-    names: dict[str, str] = {}
-    for n in nodes:
-        r = root(n.request_id)
-        if r not in names:
-            names[r] = f"play_{len(names)}"
-        n.play_id = names[r]
-
-
-# --- graph -----------------------------------------------------------------------------
-
-
-def _find_cycle(nodes: list[_Node], by_id: dict[str, _Node]) -> Optional[list[_Node]]:
-    """One dependency cycle, or None: nodes each waiting for the next, the last for the
-    first (iterative depth-first search from each node in file order)."""
-    WHITE, GREY, BLACK = 0, 1, 2
-    color = {n.request_id: WHITE for n in nodes}
-    for start in nodes:
-        if color[start.request_id] != WHITE:
-            continue
-        stack = [(start, iter(start.deps))]
-        color[start.request_id] = GREY
-        while stack:
-            node, it = stack[-1]
-            for rid, _, _ in it:
-                c = color[rid]
-                if c == GREY:
-                    path = [n for n, _ in stack]
-                    return path[next(i for i, n in enumerate(path) if n.request_id == rid):]
-                if c == WHITE:
-                    color[rid] = GREY
-                    dep = by_id[rid]
-                    stack.append((dep, iter(dep.deps)))
-                    break
-            else:
-                color[node.request_id] = BLACK
-                stack.pop()
-    return None
+                raise RowError(f"request {request_id!r} depends on itself (wait_for[{i}])")
+            deps.append((rid, "completion", wait))
+    return deps

@@ -29,10 +29,17 @@ from __future__ import annotations
 import csv
 import datetime
 import re
+from typing import TYPE_CHECKING
 
 from simmodel.errors import UserError
 from simmodel.workload.model import Prompt, Session, Turn, Workload
-from simmodel.workload.mooncake import open_trace, speedup_ratio
+from simmodel.workload.rows import (RowError, excerpt, open_trace, positive_int_arg,
+                                    speedup_ratio)
+
+if TYPE_CHECKING:
+    from simmodel.config import WorkloadConfig
+
+__all__ = ["COLUMNS", "excerpt", "from_config", "parse_timestamp", "read_azure"]
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 
@@ -42,34 +49,30 @@ _TICKS_PER_MS = 10_000
 _FRAC_PAD = [10 ** (7 - n) for n in range(8)]   # scale of an n-digit fraction to ticks
 
 
-class _RowError(Exception):
-    """A problem with the current row; the reader adds ``path:line``."""
-
-
-def excerpt(text: str, limit: int = 24) -> str:
-    """A short, safe quote of a cell for a message: printable ASCII only (others as
-    ``?``), at most ``limit`` characters, so an error never echoes a file's contents."""
-    clean = "".join(c if " " <= c <= "~" else "?" for c in text.strip())
-    return repr(clean if len(clean) <= limit else clean[: limit - 3] + "...")
+def from_config(cfg: WorkloadConfig, *, engine_block_size: int) -> Workload:
+    """Format ``azure``: ``cfg.trace`` read with ``cfg.arrival_speedup_ratio``, fresh
+    prompt blocks of ``engine_block_size`` tokens."""
+    return read_azure(cfg.trace, arrival_speedup_ratio=cfg.arrival_speedup_ratio,
+                      engine_block_size=engine_block_size)
 
 
 def parse_timestamp(text: str, _days: dict = {}) -> int:
     """``YYYY-MM-DD HH:MM:SS[.fffffff]`` -> integer 100-ns ticks since 0001-01-01."""
     m = _TS.fullmatch(text.strip())
     if m is None:
-        raise _RowError(f"TIMESTAMP {excerpt(text)} is not 'YYYY-MM-DD HH:MM:SS[.fffffff]' "
-                        f"(at most 7 fractional digits)")
+        raise RowError(f"TIMESTAMP {excerpt(text)} is not 'YYYY-MM-DD HH:MM:SS[.fffffff]' "
+                       f"(at most 7 fractional digits)")
     y, mo, d, h, mi, s, frac = m.groups()
     day = _days.get((y, mo, d))         # a trace spans few days: parse each date once
     if day is None:
         try:
             day = datetime.date(int(y), int(mo), int(d)).toordinal()
         except ValueError as e:
-            raise _RowError(f"TIMESTAMP {excerpt(text)}: {e}") from None
+            raise RowError(f"TIMESTAMP {excerpt(text)}: {e}") from None
         _days[(y, mo, d)] = day
     h, mi, s = int(h), int(mi), int(s)
     if h > 23 or mi > 59 or s > 59:
-        raise _RowError(f"TIMESTAMP {excerpt(text)}: time of day out of range")
+        raise RowError(f"TIMESTAMP {excerpt(text)}: time of day out of range")
     ticks = ((day * 24 + h) * 60 + mi) * 60 + s
     ticks *= _TICKS_PER_S
     if frac:
@@ -88,12 +91,13 @@ def _header_problem(path: str, header: list, missing: list) -> str:
 
 
 def _count(name: str, text: str) -> int:
+    """A token count cell: a whole number >= 1."""
     text = text.strip()
     if not text.isdigit():         # also refuses signs, decimals and empty cells
-        raise _RowError(f"{name} must be a whole number >= 1, got {excerpt(text)}")
+        raise RowError(f"{name} must be a whole number >= 1, got {excerpt(text)}")
     value = int(text)
     if value < 1:
-        raise _RowError(f"{name} must be >= 1, got {value}")
+        raise RowError(f"{name} must be >= 1, got {value}")
     return value
 
 
@@ -105,56 +109,72 @@ def read_azure(path: str, *, arrival_speedup_ratio: float = 1.0,
     ``arrival_speedup_ratio`` divides the arrivals.  Raises ``UserError`` naming
     ``path:line`` for any problem in the file.
     """
-    if type(engine_block_size) is not int or engine_block_size <= 0:
-        raise ValueError(
-            f"engine_block_size must be a positive integer, got {engine_block_size!r}")
+    positive_int_arg("engine_block_size", engine_block_size)
     ratio = speedup_ratio(arrival_speedup_ratio)
-
     f = open_trace(path, "an Azure CSV file", encoding="utf-8-sig", newline="")
-
-    rows: list[tuple[int, int, int, int]] = []      # (line, ticks, context, generated)
     with f:
-        reader = csv.reader(f)
-        line = 0
-        try:
-            header = None
-            for cells in reader:
-                line = reader.line_num
-                if not cells or (len(cells) == 1 and not cells[0].strip()):
-                    continue
-                header = [c.strip() for c in cells]
-                break
-            if header is None:
-                raise UserError(f"{path}: empty trace (no header, no rows)")
-            missing = [c for c in COLUMNS if c not in header]
-            if missing:
-                raise _RowError(_header_problem(path, header, missing))
-            i_ts, i_ctx, i_gen = (header.index(c) for c in COLUMNS)
-            width = len(header)
-            for cells in reader:
-                line = reader.line_num
-                if not cells or (len(cells) == 1 and not cells[0].strip()):
-                    continue
-                if len(cells) != width:
-                    raise _RowError(f"expected {width} comma-separated cells "
-                                    f"like the header, got {len(cells)}")
-                rows.append((line, parse_timestamp(cells[i_ts]),
-                             _count("ContextTokens", cells[i_ctx]),
-                             _count("GeneratedTokens", cells[i_gen])))
-        except _RowError as e:
-            raise UserError(f"{path}:{line}: {e}") from None
-        except csv.Error as e:
-            raise UserError(f"{path}:{line}: malformed CSV ({e})") from None
-        except UnicodeDecodeError:
-            raise UserError(f"{path}: not valid UTF-8") from None
-        except OSError as e:
-            raise UserError(f"{path}: cannot read file ({e.strerror or e})") from None
-
+        rows = _read_rows(path, csv.reader(f))
     if not rows:
         raise UserError(f"{path}: empty trace (a header but no rows)")
+    sessions, next_id = _sessions(rows, engine_block_size, ratio)
+    return Workload(
+        sessions=sessions,
+        source=str(path),
+        meta={"format": "azure", "engine_block_size": engine_block_size,
+              "arrival_speedup_ratio": arrival_speedup_ratio,
+              "unique_hash_ids": next_id},
+    )
 
+
+def _is_blank(cells: list) -> bool:
+    """True for a blank CSV line (no cells, or one cell of white space)."""
+    return not cells or (len(cells) == 1 and not cells[0].strip())
+
+
+def _read_rows(path: str, reader) -> list[tuple[int, int, int, int]]:
+    """``(line, ticks, context, generated)`` of every row after the header, validated."""
+    rows = []
+    line = 0
+    try:
+        header = None
+        for cells in reader:
+            line = reader.line_num
+            if not _is_blank(cells):
+                header = [c.strip() for c in cells]
+                break
+        if header is None:
+            raise UserError(f"{path}: empty trace (no header, no rows)")
+        missing = [c for c in COLUMNS if c not in header]
+        if missing:
+            raise RowError(_header_problem(path, header, missing))
+        i_ts, i_ctx, i_gen = (header.index(c) for c in COLUMNS)
+        width = len(header)
+        for cells in reader:
+            line = reader.line_num
+            if _is_blank(cells):
+                continue
+            if len(cells) != width:
+                raise RowError(f"expected {width} comma-separated cells "
+                               f"like the header, got {len(cells)}")
+            rows.append((line, parse_timestamp(cells[i_ts]),
+                         _count("ContextTokens", cells[i_ctx]),
+                         _count("GeneratedTokens", cells[i_gen])))
+    except RowError as e:
+        raise UserError(f"{path}:{line}: {e}") from None
+    except csv.Error as e:
+        raise UserError(f"{path}:{line}: malformed CSV ({e})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not valid UTF-8") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read file ({e.strerror or e})") from None
+    return rows
+
+
+def _sessions(rows: list[tuple[int, int, int, int]], bs: int,
+              ratio: float) -> tuple[tuple[Session, ...], int]:
+    """One one-turn session per row, every prompt block a fresh id; also the number of
+    ids used."""
     t0 = min(r[1] for r in rows)
-    bs = engine_block_size
     next_id = 0
     sessions = []
     for line, ticks, context, generated in rows:
@@ -166,11 +186,4 @@ def read_azure(path: str, *, arrival_speedup_ratio: float = 1.0,
         arrival = (ticks - t0) / _TICKS_PER_MS / ratio
         sessions.append(Session(name, (Turn(name, 0, prompt, generated,
                                             arrival_ms=arrival, line=line),)))
-
-    return Workload(
-        sessions=tuple(sessions),
-        source=str(path),
-        meta={"format": "azure", "engine_block_size": bs,
-              "arrival_speedup_ratio": arrival_speedup_ratio,
-              "unique_hash_ids": next_id},
-    )
+    return tuple(sessions), next_id
