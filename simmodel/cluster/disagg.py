@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import simpy
 
 from simmodel.cluster.phases import Phase, event_at
-from simmodel.cluster.kv_link import LinkNetwork
+from simmodel.cluster.kv_link import link_network
 from simmodel.cluster.router import PositionalRoundRobin
 from simmodel.config import KvTransferConfig
 from simmodel.engine.request import EngineRequest
@@ -73,7 +73,7 @@ class Handoff:
         # vLLM reserves the destination once the source is held ("source_first"); SGLang
         # reserves it at arrival ("destination_first", for when that backend exists).
         self.order = order
-        self.network = (LinkNetwork(env, transfer.bandwidth_gb_s, transfer.policy)
+        self.network = (link_network(env, transfer.bandwidth_gb_s, transfer.policy)
                         if transfer.contention else None)
         # Each pool's router (routing.Router): by default a round robin over the *active*
         # workers, advanced once per request; KV routers in router mode kv (set by

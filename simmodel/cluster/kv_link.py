@@ -9,13 +9,15 @@ transfer moves ``tokens x bytes_per_token`` bytes over its links:
   Rates are recomputed whenever a transfer starts or ends, so two simultaneous equal
   transfers on one link take twice as long as one alone;
 * ``policy: fifo`` — a link serves one transfer at a time at full bandwidth, in request
-  order; the others queue (a transfer needing two links waits for both).
+  order; the others queue (a transfer needing two links waits for both).  Each link is a
+  ``simpy.Resource`` of capacity 1 and each transfer a process holding its links.
 
 A transfer alone on its links takes exactly the reference's uncontended time.  Each
 transfer reports its queueing time (fifo: waiting for the link) and achieved bandwidth.
 
-Event budget: one pending timer for the whole network (the next completion), re-armed on
-every start and end, plus one completion event per transfer.
+Event budget: fair — one pending timer for the whole network (the next completion),
+re-armed on every start and end, plus one completion event per transfer; fifo — per
+transfer one request event per link, one timeout, and its process's end.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from simmodel.engine.timing import duration_ns
 class Transfer:
     nbytes: float
     links: tuple
-    done: simpy.Event
+    done: simpy.Event | None
     requested_ms: float
     started_ms: float = float("nan")
     left: float = 0.0          # bytes still to move
@@ -42,14 +44,54 @@ class Transfer:
 class _Link:
     bw: float                  # bytes per ms
     active: list = field(default_factory=list)
-    queue: list = field(default_factory=list)
 
 
-class LinkNetwork:
-    def __init__(self, env: simpy.Environment, bandwidth_gb_s: float, policy: str = "fair"):
+def link_network(env: simpy.Environment, bandwidth_gb_s: float, policy: str = "fair"):
+    """The links of ``kv_transfer.contention`` under ``policy`` (fair | fifo): an object
+    whose ``start(nbytes, links)`` returns a :class:`Transfer` to wait on (``.done``)."""
+    cls = FifoLinks if policy == "fifo" else FairShareLinks
+    return cls(env, bandwidth_gb_s)
+
+
+class FifoLinks:
+    """``policy: fifo``: each link a ``simpy.Resource`` of capacity 1, served in request
+    order; a transfer is a process that holds all its links for ``bytes / bandwidth``."""
+
+    def __init__(self, env: simpy.Environment, bandwidth_gb_s: float):
         self.env = env
         self.bw = bandwidth_gb_s * 1e9 / 1000.0          # bytes per ms
-        self.policy = policy
+        self.links: dict = {}                            # name -> simpy.Resource
+
+    def start(self, nbytes: float, links: tuple) -> Transfer:
+        """Ask for a transfer over ``links`` (hashable names); wait on ``.done``."""
+        t = Transfer(nbytes, links, None, self.env.now, left=float(nbytes))
+        t.done = self.env.process(self._transfer(t))
+        return t
+
+    def _transfer(self, t: Transfer):
+        held = []
+        for name in t.links:        # all requested now, so the queues keep request order
+            link = self.links.get(name)
+            if link is None:
+                link = self.links[name] = simpy.Resource(self.env, capacity=1)
+            held.append((link, link.request()))
+        for _link, req in held:
+            yield req
+        t.started_ms = self.env.now
+        t.rate = self.bw
+        yield event_at(self.env, duration_ns(t.nbytes / self.bw) / 1e6, Phase.TRANSFER_DONE)
+        t.left = 0.0
+        for link, req in held:
+            link.release(req)
+        return t
+
+
+class FairShareLinks:
+    """``policy: fair``: processor sharing, rates recomputed at every start and end."""
+
+    def __init__(self, env: simpy.Environment, bandwidth_gb_s: float):
+        self.env = env
+        self.bw = bandwidth_gb_s * 1e9 / 1000.0          # bytes per ms
         self.links: dict = {}
         self.active: list[Transfer] = []
         self._last = 0.0
@@ -61,12 +103,7 @@ class LinkNetwork:
         self._advance()
         for name in links:
             self.links.setdefault(name, _Link(self.bw))
-        if self.policy == "fifo":
-            for name in links:
-                self.links[name].queue.append(t)
-            self._admit_fifo()
-        else:
-            self._activate(t)
+        self._activate(t)
         self._reschedule()
         return t
 
@@ -76,18 +113,6 @@ class LinkNetwork:
         self.active.append(t)
         for name in t.links:
             self.links[name].active.append(t)
-
-    def _admit_fifo(self) -> None:
-        for name, link in self.links.items():
-            while link.queue and not link.active:
-                t = link.queue[0]
-                if all(self.links[n].queue and self.links[n].queue[0] is t
-                       and not self.links[n].active for n in t.links):
-                    for n in t.links:
-                        self.links[n].queue.pop(0)
-                    self._activate(t)
-                else:
-                    break
 
     def _advance(self) -> None:
         """Move every active transfer forward to now at its current rate."""
@@ -127,6 +152,4 @@ class LinkNetwork:
             for n in x.links:
                 self.links[n].active.remove(x)
             x.done.succeed(x)
-        if self.policy == "fifo":
-            self._admit_fifo()
         self._reschedule()
