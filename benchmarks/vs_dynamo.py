@@ -390,6 +390,14 @@ LIFECYCLE_TIMES = ("prefill_admit_ms", "source_held_ms", "destination_reserved_m
                    "destination_activated_ms", "decode_admit_ms", "source_released_ms")
 
 
+def _status(value) -> str:
+    """The reference's status under our name: its disaggregated SGLang handoff reports a
+    request refused at arrival (``max_model_len``) as ``failed`` (a ``ReserveDestination``
+    error, seed disagg.rs ``acknowledge_action``), every other path ``rejected``, as we do."""
+    value = str(value)
+    return "rejected" if value == "failed" else value
+
+
 def compare_requests(pairs) -> dict:
     worst = {}
     metrics = ["ttft_ms", "e2e_latency_ms", "arrival_time_ms"]
@@ -410,7 +418,7 @@ def compare_requests(pairs) -> dict:
     mismatches = {}
     for field in ("terminal_status", "output_length", "reused_input_tokens", "decode_worker_idx",
                   "prefill_worker_idx"):
-        conv = str if field == "terminal_status" else _int
+        conv = _status if field == "terminal_status" else _int
         mismatches[field] = sum(1 for mine, ref in pairs
                                 if ref.get(field) is not None  # e.g. no prefill pool
                                 and conv(mine.get(field)) != conv(ref.get(field)))

@@ -47,7 +47,7 @@ from enum import IntEnum
 from heapq import heappop, heappush
 
 import simpy
-from simpy.core import EmptySchedule, StopSimulation
+from simpy.core import BoundClass, EmptySchedule, StopSimulation
 from simpy.events import NORMAL as SIMPY_NORMAL
 from simpy.events import URGENT as SIMPY_URGENT
 
@@ -81,7 +81,7 @@ def worker_rank(pool: str, idx: int) -> int:
     return DECODE_RANK_BASE + idx if pool == "decode" else idx
 
 
-_SIMPY_ORDER = {SIMPY_URGENT: order(Phase.PASS_END), SIMPY_NORMAL: order(Phase.NORMAL)}
+_URGENT_KEY, _NORMAL_KEY = order(Phase.PASS_END), order(Phase.NORMAL)   # SimPy's priorities
 
 
 class At(simpy.Timeout):
@@ -108,13 +108,21 @@ class PhasedEnvironment(simpy.Environment):
         super().__init__(initial_time)
         self._agenda: list = []
         self._inserted = itertools.count()
+        # SimPy binds its event factories (``timeout``, ``event``, ...) to the instance only
+        # for its own class; bind them for this subclass too (a descriptor call per
+        # ``env.timeout`` otherwise)
+        for name, obj in vars(simpy.Environment).items():
+            if type(obj) is BoundClass:
+                setattr(self, name, getattr(self, name))
 
     def schedule(self, event, priority=SIMPY_NORMAL, delay=0) -> None:
         if type(event) is At:
             heappush(self._agenda, (event.when, event.key, next(self._inserted), event))
         else:
-            heappush(self._agenda, (self._now + delay, _SIMPY_ORDER.get(priority, priority),
-                                    next(self._inserted), event))
+            # (identity tests: hashing SimPy's priority enum would cost a Python call)
+            key = (_NORMAL_KEY if priority is SIMPY_NORMAL else
+                   _URGENT_KEY if priority is SIMPY_URGENT else priority)
+            heappush(self._agenda, (self._now + delay, key, next(self._inserted), event))
 
     def peek(self) -> float:
         return self._agenda[0][0] if self._agenda else math.inf
@@ -139,8 +147,9 @@ class PhasedEnvironment(simpy.Environment):
             event.callbacks = callbacks[callbacks.index(callback) + 1:]
             heappush(self._agenda, (self._now, -1, next(self._inserted), event))
             raise
-        if not event.ok and not event.defused:
-            failure = event.value
+        # (read as SimPy's own step reads them: a property call per event costs ~5 %)
+        if not event._ok and not hasattr(event, "_defused"):
+            failure = event._value
             exc = type(failure)(*failure.args)
             exc.__cause__ = failure
             raise exc
@@ -148,7 +157,7 @@ class PhasedEnvironment(simpy.Environment):
 
 def event_at(env: simpy.Environment, delay: float, phase: Phase, rank: int = 0) -> At:
     """An event processed ``delay`` from now, in ``phase`` (at ``rank``)."""
-    return At(env, env.now + delay, order(phase, rank))
+    return At(env, env.now + delay, (phase << RANK_BITS) | rank)
 
 
 def event_at_time(env: simpy.Environment, when: float, phase: Phase = Phase.NORMAL,
@@ -156,4 +165,4 @@ def event_at_time(env: simpy.Environment, when: float, phase: Phase = Phase.NORM
     """An event processed at exactly the absolute time ``when`` (>= now), in ``phase``."""
     if when < env.now:
         raise ValueError(f"time {when} is in the past (now {env.now})")
-    return At(env, when, order(phase, rank))
+    return At(env, when, (phase << RANK_BITS) | rank)
