@@ -1,39 +1,93 @@
-"""Turn a finished (or stopped) cluster into a ``Result``: tidy tables once, then the
-summary.
+"""Turn a finished (or stopped) cluster into a ``Result``: a snapshot once, then tidy
+tables and the summary from it.
 
-``collect`` reads the request records and pass logs the processes appended to, builds
-the DataFrames (``simmodel.metrics.collect``) and the summary (``simmodel.metrics.
-summary``).  ``stats_from_ms`` opens the statistics window later than 0 (a sweep's
-``warmup_ms``): requests that arrived before it stay in ``Result.requests`` but are left
-out of every latency statistic, count and throughput, and throughputs are divided by
-the time from the window's start to the last completion.  Cost (worker-seconds,
-``gpu_hours``) always covers the whole run.
+``snapshot`` is the one place that reads the cluster after the run: the request records,
+the turns never released, and per worker a ``WorkerRecord`` (its pass log as numpy
+columns, its provisioned interval, its scheduler's counters).  ``result`` computes
+everything from that snapshot (``simmodel.metrics.collect`` builds the DataFrames and ITL
+samples, ``simmodel.metrics.summary`` the summary), so no metric reads a live worker.
+``stats_from_ms`` opens the statistics window later than 0 (a sweep's ``warmup_ms``):
+requests that arrived before it stay in ``Result.requests`` but are left out of every
+latency statistic, count and throughput, and throughputs are divided by the time from
+the window's start to the last completion.  Cost (worker-seconds, ``gpu_hours``) always
+covers the whole run.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
 
 import pandas as pd
 
 from simmodel.cluster.planner import LIFECYCLE_COLUMNS
 from simmodel.config import Scenario
 from simmodel.engine.kv_cache import STORED
-from simmodel.metrics.collect import itl_samples, passes_frame, requests_frame
+from simmodel.metrics.collect import itl_samples, pass_durations, passes_frame, requests_frame
+from simmodel.metrics.records import WorkerRecord
 from simmodel.metrics.summary import summarize
 from simmodel.result import Result
 
 
-def sim_end_ms(scenario: Scenario, cluster, requests: pd.DataFrame,
+@dataclass(frozen=True, slots=True)
+class RunSnapshot:
+    """What the metrics need of a cluster after its run, as plain data."""
+
+    requests: list                   # EngineRequests in release order
+    cancelled: list                  # (turn, "cancelled") of turns a cancellation dropped
+    undispatched: int                # turns still waiting to be released at the cut-off
+    prefill_workers: list            # WorkerRecords of the prefill pool (disaggregated)
+    workers: list                    # ... of the aggregated workers, or the decode pool
+    trajectories: bool               # agentic workload: report trajectories
+    lifecycle: Optional[list] = None     # the planner's worker transitions (scaling runs)
+    telemetry: Optional[pd.DataFrame] = None
+
+    @property
+    def all_workers(self) -> list:
+        return self.prefill_workers + self.workers
+
+
+def snapshot(cluster) -> RunSnapshot:
+    """Take what the metrics need of ``cluster`` (built by ``simmodel.sim.build`` and
+    run, or stopped), once."""
+    cancelled, undispatched = _unreleased(cluster)
+    planner, telemetry = cluster.planner, cluster.telemetry
+    return RunSnapshot(
+        requests=list(cluster.driver.requests), cancelled=cancelled,
+        undispatched=undispatched,
+        prefill_workers=[worker_record(w) for w in cluster.prefill_workers],
+        workers=[worker_record(w) for w in cluster.workers],
+        trajectories=cluster.workload.kind == "agentic",
+        lifecycle=None if planner is None else list(planner.lifecycle),
+        telemetry=None if telemetry is None else telemetry.frame())
+
+
+def worker_record(w) -> WorkerRecord:
+    """The ``WorkerRecord`` of worker ``w`` as it is now."""
+    sched = w.sched
+    return WorkerRecord(
+        pool=w.pool, idx=w.idx, passes=w.passes.arrays(),
+        last_end_ms=w.passes.end[-1] if len(w.passes) else None,
+        created_ms=w.created_ms, removed_ms=w.removed_ms,
+        committed_prefill_tokens=sched.committed_prefill_tokens,
+        mtp_emissions=getattr(sched, "mtp_emissions", 0),
+        mtp_tokens=getattr(sched, "mtp_tokens", 0),
+        kv_events=list(w.kv_events))
+
+
+def sim_end_ms(scenario: Scenario, workers, requests: pd.DataFrame,
                undispatched: int = 0) -> float:
     """When the simulated service ends (summary key ``service_end_ms``): the cut-off if
     ``max_sim_time_ms`` left work unfinished (a request incomplete, or ``undispatched``
-    turns never released), else the last thing that happened (pass end, arrival or
-    rejection).  Provisioned workers are paid for until then."""
+    turns never released), else the last thing that happened (pass end of one of the
+    ``workers``' WorkerRecords, arrival or rejection).  Provisioned workers are paid for
+    until then."""
     cut = scenario.run.max_sim_time_ms
     if cut is not None and (undispatched or (requests.terminal_status == "incomplete").any()):
         return float(cut)
     last = 0.0
-    for w in cluster.prefill_workers + cluster.workers:
-        if len(w.passes):
-            last = max(last, w.passes.end[-1])
+    for w in workers:
+        if w.last_end_ms is not None:
+            last = max(last, w.last_end_ms)
     for col in ("arrival_time_ms", "terminal_time_ms"):
         m = requests[col].max()
         if m == m:                       # not NaN
@@ -42,7 +96,8 @@ def sim_end_ms(scenario: Scenario, cluster, requests: pd.DataFrame,
 
 
 def provisioned_s(w, end_s: float) -> float:
-    """Seconds a worker was provisioned (starting, active or draining) before the end."""
+    """Seconds a worker (its ``WorkerRecord``) was provisioned (starting, active or
+    draining) before the end."""
     stop = end_s if w.removed_ms is None else min(end_s, w.removed_ms / 1000.0)
     return max(0.0, stop - w.created_ms / 1000.0)
 
@@ -69,60 +124,65 @@ def _unreleased(cluster) -> tuple[list, int]:
 
 def collect(scenario: Scenario, cluster, wall_ms: float, stats_from_ms: float = 0.0) -> Result:
     """The ``Result`` of ``cluster`` (built by ``simmodel.sim.build`` and run)."""
-    reqs = cluster.driver.requests
-    cancelled, undispatched = _unreleased(cluster)
+    return result(scenario, snapshot(cluster), wall_ms, stats_from_ms)
+
+
+def result(scenario: Scenario, snap: RunSnapshot, wall_ms: float,
+           stats_from_ms: float = 0.0) -> Result:
+    """The ``Result`` of a run from its snapshot."""
     dp = 1 if scenario.cluster.disaggregated else scenario.cluster.engine.dp_size
-    requests = requests_frame(reqs, cancelled, dp)
-    all_workers = cluster.prefill_workers + cluster.workers
-    passes = passes_frame(all_workers)
-    in_window = reqs
-    if stats_from_ms > 0:
-        in_window = [r for r in reqs if r.arrival_ms >= stats_from_ms]
-    gaps, weights = itl_samples(in_window, cluster.workers)
-    end_ms = sim_end_ms(scenario, cluster, requests, undispatched)
-    end_s = end_ms / 1000.0
-    cl = scenario.cluster
-    if cl.disaggregated:
-        prefill_ws = sum(provisioned_s(w, end_s) for w in cluster.prefill_workers)
-        prefill_gpus = cl.prefill.engine.gpus_per_worker
-        decode_ws = sum(provisioned_s(w, end_s) for w in cluster.workers)
-        decode_gpus = cl.decode.engine.gpus_per_worker
-    else:
-        prefill_ws, prefill_gpus = 0.0, 0
-        decode_ws = sum(provisioned_s(w, end_s) for w in cluster.workers)
-        decode_gpus = cl.engine.gpus_per_worker
+    requests = requests_frame(snap.requests, snap.cancelled, dp)
+    in_window = snap.requests
     measured = requests
     if stats_from_ms > 0:
+        in_window = [r for r in snap.requests if r.arrival_ms >= stats_from_ms]
         measured = requests[requests["arrival_time_ms"] >= stats_from_ms]
+    gaps, weights = itl_samples(in_window, pass_durations(snap.workers))
+    end_ms = sim_end_ms(scenario, snap.all_workers, requests, snap.undispatched)
+    workers = snap.all_workers
     summary = summarize(
         measured, gaps, weights,
         num_requests=len(in_window),
-        committed_prefill_tokens=sum(w.sched.committed_prefill_tokens for w in all_workers),
-        decode_worker_seconds=decode_ws,
-        prefill_worker_seconds=prefill_ws,
-        decode_gpus_per_worker=decode_gpus,
-        prefill_gpus_per_worker=prefill_gpus,
+        committed_prefill_tokens=sum(w.committed_prefill_tokens for w in workers),
+        **cost(scenario, snap, end_ms / 1000.0),
         wall_time_ms=wall_ms,
         sla=scenario.sla,
-        trajectories=cluster.workload.kind == "agentic",
+        trajectories=snap.trajectories,
         window_start_ms=stats_from_ms,
     )
     summary["service_end_ms"] = end_ms
-    summary["undispatched_requests"] = undispatched
-    emissions = sum(getattr(w.sched, "mtp_emissions", 0) for w in all_workers)
+    summary["undispatched_requests"] = snap.undispatched
+    emissions = sum(w.mtp_emissions for w in workers)
     if emissions:
         # speculative decoding: tokens per emitting request-pass (1 + accepted drafts)
-        summary["mean_accept_length"] = (sum(w.sched.mtp_tokens for w in all_workers)
-                                         / emissions)
-    kv_events = None
-    if scenario.run.record_kv_events:
-        rows = [(t, w.pool, w.idx, "stored" if k == STORED else "removed", h)
-                for w in cluster.prefill_workers + cluster.workers for (t, k, h) in w.kv_events]
-        kv_events = pd.DataFrame(rows, columns=["time_ms", "pool", "worker", "kind", "block_hash"])
-        kv_events = kv_events.sort_values(["time_ms", "worker"], kind="stable", ignore_index=True)
-    lifecycle = None
-    if cluster.planner is not None:
-        lifecycle = pd.DataFrame(cluster.planner.lifecycle, columns=list(LIFECYCLE_COLUMNS))
-    telemetry = cluster.telemetry.frame() if cluster.telemetry is not None else None
-    return Result(summary=summary, requests=requests, passes=passes, kv_events=kv_events,
-                  scenario=scenario, lifecycle=lifecycle, telemetry=telemetry)
+        summary["mean_accept_length"] = sum(w.mtp_tokens for w in workers) / emissions
+    return Result(summary=summary, requests=requests, passes=passes_frame(workers),
+                  kv_events=kv_events_frame(workers) if scenario.run.record_kv_events else None,
+                  scenario=scenario,
+                  lifecycle=None if snap.lifecycle is None else pd.DataFrame(
+                      snap.lifecycle, columns=list(LIFECYCLE_COLUMNS)),
+                  telemetry=snap.telemetry)
+
+
+def cost(scenario: Scenario, snap: RunSnapshot, end_s: float) -> dict:
+    """The summary's cost arguments: worker-seconds provisioned until ``end_s`` and GPUs
+    per worker, per pool (prefill: 0 and 0 in aggregated runs)."""
+    cl = scenario.cluster
+    decode_ws = sum(provisioned_s(w, end_s) for w in snap.workers)
+    if cl.disaggregated:
+        return dict(prefill_worker_seconds=sum(provisioned_s(w, end_s)
+                                               for w in snap.prefill_workers),
+                    prefill_gpus_per_worker=cl.prefill.engine.gpus_per_worker,
+                    decode_worker_seconds=decode_ws,
+                    decode_gpus_per_worker=cl.decode.engine.gpus_per_worker)
+    return dict(prefill_worker_seconds=0.0, prefill_gpus_per_worker=0,
+                decode_worker_seconds=decode_ws,
+                decode_gpus_per_worker=cl.engine.gpus_per_worker)
+
+
+def kv_events_frame(workers) -> pd.DataFrame:
+    """The recorded KV events of all ``workers`` (WorkerRecords), by time then worker."""
+    rows = [(t, w.pool, w.idx, "stored" if k == STORED else "removed", h)
+            for w in workers for (t, k, h) in w.kv_events]
+    kv_events = pd.DataFrame(rows, columns=["time_ms", "pool", "worker", "kind", "block_hash"])
+    return kv_events.sort_values(["time_ms", "worker"], kind="stable", ignore_index=True)

@@ -1,53 +1,68 @@
 """What a run returns: summary metrics and tidy tables."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 from typing import Optional
 
 import pandas as pd
 
-#: Columns of ``Result.requests`` (one row per request, in arrival order).
-REQUEST_COLUMNS = (
-    "session_id",            # str
-    "turn_index",            # int
-    "uid",                   # int, release order (0-based), unique per run
-    "request_id",            # the trace's request id (agentic nodes), else None
-    "play_id",               # agentic trajectory id, else None
-    "arrival_time_ms",       # release time into the cluster (dispatch time)
-    "first_admit_ms",        # first admission into a worker's running set (NaN if never)
-    "first_token_ms",
-    "second_token_ms",
-    "last_token_ms",
-    "terminal_time_ms",      # completion / rejection time (NaN if incomplete)
-    "ttft_ms",               # first_token - arrival
-    "ttst_ms",               # second_token - first_token
-    "e2e_latency_ms",        # last_token - arrival
-    "tpot_ms",               # (last - first) / (output_length - 1), NaN if < 2 tokens:
-                             # the request's time per output token (its mean gap)
-    "input_length",
-    "requested_output_length",
-    "output_length",         # tokens actually emitted
-    "reused_input_tokens",   # prompt tokens served from the prefix cache (largest hit over
-                             # the admissions, its prompt part): 0 <= . <= input_length
-    "first_admission_reused_input_tokens",   # the same at the first admission
-    "reused_generated_tokens",   # generated tokens a re-admission found cached (the rest
-                                 # of that largest hit; the reference counts both as reuse)
-    "decode_worker_idx",     # worker index (x dp + rank); -1 if never routed
-    "admission_count",
-    "readmission_count",
-    "terminal_status",       # completed | rejected | cancelled | incomplete
+NAN = math.nan
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request (one row of ``Result.requests``, in column order).  The defaults (NaN
+    times, -1 indices, 0 counts) are the row of a turn never released; the disaggregated
+    lifecycle fields keep them in aggregated runs."""
+
+    session_id: str = ""
+    turn_index: int = 0
+    uid: int = -1                    # release order (0-based), unique per run; -1 unreleased
+    request_id: Optional[str] = None     # the trace's request id (agentic nodes), else None
+    play_id: Optional[str] = None        # agentic trajectory id, else None
+    arrival_time_ms: float = NAN     # release time into the cluster (dispatch time)
+    first_admit_ms: float = NAN      # first admission into a worker's running set (NaN if
+                                     # never)
+    first_token_ms: float = NAN
+    second_token_ms: float = NAN
+    last_token_ms: float = NAN
+    terminal_time_ms: float = NAN    # completion / rejection time (NaN if incomplete)
+    ttft_ms: float = NAN             # first_token - arrival
+    ttst_ms: float = NAN             # second_token - first_token
+    e2e_latency_ms: float = NAN      # last_token - arrival
+    tpot_ms: float = NAN             # (last - first) / (output_length - 1), NaN if < 2 tokens:
+                                     # the request's time per output token (its mean gap)
+    input_length: int = 0
+    requested_output_length: int = 0
+    output_length: int = 0           # tokens actually emitted
+    reused_input_tokens: int = 0     # prompt tokens served from the prefix cache (largest
+                                     # hit over the admissions, its prompt part):
+                                     # 0 <= . <= input_length
+    first_admission_reused_input_tokens: int = 0     # the same at the first admission
+    reused_generated_tokens: int = 0     # generated tokens a re-admission found cached (the
+                                         # rest of that largest hit; the reference counts both
+                                         # as reuse)
+    decode_worker_idx: int = -1      # worker index (x dp + rank); -1 if never routed
+    admission_count: int = 0
+    readmission_count: int = 0
+    terminal_status: str = "incomplete"  # completed | rejected | cancelled | incomplete
     # disaggregated lifecycle (NaN / -1 in aggregated runs)
-    "prefill_worker_idx",
-    "prefill_admit_ms",
-    "source_held_ms",
-    "destination_reserved_ms",
-    "destination_activated_ms",
-    "decode_admit_ms",
-    "source_released_ms",
-    "transfer_ms",
-    "transfer_queue_ms",     # kv_transfer.contention: time waiting for the link(s)
-    "transfer_gb_s",         # kv_transfer.contention: achieved bandwidth
-)
+    prefill_worker_idx: int = -1
+    prefill_admit_ms: float = NAN
+    source_held_ms: float = NAN
+    destination_reserved_ms: float = NAN
+    destination_activated_ms: float = NAN
+    decode_admit_ms: float = NAN
+    source_released_ms: float = NAN
+    transfer_ms: float = NAN
+    transfer_queue_ms: float = NAN   # kv_transfer.contention: time waiting for the link(s)
+    transfer_gb_s: float = NAN       # kv_transfer.contention: achieved bandwidth
+
+
+#: Columns of ``Result.requests`` (one row per request, in arrival order): the fields of
+#: ``RequestRecord``, where each column is documented.
+REQUEST_COLUMNS = tuple(f.name for f in fields(RequestRecord))
 
 #: Columns of ``Result.passes`` (one row per forward pass).
 PASS_COLUMNS = (

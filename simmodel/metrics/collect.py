@@ -1,7 +1,9 @@
 """Turn what the processes recorded into tidy tables, once, after ``env.run()``.
 
-The hot path only appended tuples (pass log) and set fields on request records; here
-they become DataFrames with the columns declared in ``simmodel.result``.
+The hot path only appended tuples (pass log) and set fields on request records; when the
+run ends they are taken as plain records (``simmodel.metrics.records``) and here become
+DataFrames with the columns declared in ``simmodel.result``.  Nothing here reads a live
+worker: pass logs arrive as ``WorkerRecord``s.
 
 ITL samples are rebuilt without a per-token list: a request's gap to a token emitted in
 the pass right after the pass of its previous token equals that pass's duration, so each
@@ -11,12 +13,21 @@ individual samples of weight 1.
 """
 from __future__ import annotations
 
-import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import fields
+from operator import attrgetter
 
 import numpy as np
 import pandas as pd
 
-from simmodel.result import PASS_COLUMNS, REQUEST_COLUMNS
+from simmodel.metrics.records import WorkerRecord, request_record, unreleased_record
+from simmodel.result import PASS_COLUMNS, REQUEST_COLUMNS, RequestRecord
+
+#: (column, getter, numeric) per field of ``RequestRecord``, in column order
+_COLUMNS = tuple((f.name, attrgetter(f.name), f.type in ("int", "float", int, float))
+                 for f in fields(RequestRecord))
+#: the dtypes pandas infers for a numeric column of Python ints / floats (NaN included)
+_NUMERIC = (np.dtype(np.int64), np.dtype(np.float64))
 
 
 def requests_frame(requests, unreleased, dp_size: int = 1) -> pd.DataFrame:
@@ -24,50 +35,45 @@ def requests_frame(requests, unreleased, dp_size: int = 1) -> pd.DataFrame:
     workload turns that never reached the cluster (cut short: ``incomplete``; left behind
     by a cancelled turn: ``cancelled``).  With attention DP the worker index is reported
     as ``worker × dp_size + rank``."""
-    rows = []
-    nan = math.nan
-    for r in requests:
-        n = r.generated
-        h = r.handoff
-        if h is None:
-            lifecycle = (-1, nan, nan, nan, nan, nan, nan, nan, nan, nan)
-            first_admit, reused, first_reused = r.first_admit_ms, r.reused, r.first_reused
-        else:
-            p = h.prefill
-            lifecycle = (h.prefill_worker_idx, p.first_admit_ms, h.source_held_ms,
-                         h.destination_reserved_ms, h.destination_activated_ms,
-                         r.first_admit_ms, h.source_released_ms, h.transfer_ms,
-                         h.transfer_queue_ms, h.transfer_gb_s)
-            first_admit, reused, first_reused = p.first_admit_ms, p.reused, p.first_reused
-        first, last = r.first_token_ms, r.last_token_ms
-        # the largest hit may reach into generated tokens (a re-admission after preemption)
-        reused_prompt = reused if reused < r.prompt_len else r.prompt_len
-        turn = r.meta
-        rows.append((
-            r.session_id, r.turn_index, r.uid, turn.request_id, turn.play_id,
-            r.arrival_ms, first_admit,
-            first, r.second_token_ms, last, r.terminal_ms,
-            first - r.arrival_ms, r.second_token_ms - first, last - r.arrival_ms,
-            (last - first) / (n - 1) if n >= 2 else math.nan,
-            r.prompt_len, r.requested_output, n, reused_prompt, first_reused,
-            reused - reused_prompt,
-            r.worker_idx * dp_size + r.dp_rank if r.worker_idx >= 0 else -1, r.admissions, max(0, r.admissions - 1), r.status,
-        ) + lifecycle)
-    for t, status in unreleased:
-        rows.append((t.session_id, t.turn_index, -1, t.request_id, t.play_id,
-                     nan, nan, nan, nan, nan, nan, nan, nan, nan, nan,
-                     t.input_length, t.output_length, 0, 0, 0, 0, -1, 0, 0, status,
-                     -1, nan, nan, nan, nan, nan, nan, nan, nan, nan))
-    df = pd.DataFrame.from_records(rows, columns=list(REQUEST_COLUMNS))
-    return df
+    records = [request_record(r, dp_size) for r in requests]
+    records.extend(unreleased_record(t, status) for t, status in unreleased)
+    return records_frame(records)
 
 
-def passes_frame(workers) -> pd.DataFrame:
+def records_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
+    """``Result.requests`` from its rows (columns ``REQUEST_COLUMNS``), built by column.
+
+    The dtypes are those ``pd.DataFrame.from_records`` would infer from the values, but
+    a numeric column is converted by numpy in one call (int64 if every value is an int,
+    else float64), which skips pandas' per-object inference (the bulk of the cost); a
+    column numpy would type otherwise (``None`` in it, say) is left to pandas."""
+    if not records:
+        return pd.DataFrame.from_records([], columns=list(REQUEST_COLUMNS))
+    n = len(records)
+    data = {}
+    for name, get, numeric in _COLUMNS:
+        values = list(map(get, records))
+        if numeric:
+            first = values[0]
+            if type(first) is float and values.count(first) == n:
+                # one float throughout (a default: the lifecycle of aggregated runs); ints
+                # equal to it would make a float column too
+                arr = np.full(n, first)
+            else:
+                arr = np.array(values)
+            if arr.dtype in _NUMERIC:
+                values = arr
+        data[name] = values
+    return pd.DataFrame(data)
+
+
+def passes_frame(workers: Iterable[WorkerRecord]) -> pd.DataFrame:
+    """``Result.passes``: every worker's passes, worker by worker in the given order."""
     frames = []
     for w in workers:
-        if not len(w.passes):
+        if not w.num_passes:
             continue
-        f = pd.DataFrame(w.passes.arrays())
+        f = pd.DataFrame(w.passes)
         f.insert(0, "worker", w.idx)
         f.insert(0, "pool", w.pool)
         frames.append(f)
@@ -76,8 +82,18 @@ def passes_frame(workers) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def itl_samples(requests, workers) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted pooled ITL gaps of the *completed* requests: (gaps_ms, weights)."""
+def pass_durations(workers: Iterable[WorkerRecord]) -> dict[int, np.ndarray]:
+    """Worker idx -> the durations of its passes (ms, in pass order), for ``itl_samples``;
+    ``workers``: one pool (the pool the requests decoded in)."""
+    return {w.idx: w.durations_ms for w in workers if w.num_passes}
+
+
+def itl_samples(requests, durations: Mapping[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted pooled ITL gaps of the *completed* ``requests``: (gaps_ms, weights).
+
+    ``durations``: worker idx -> its pass durations in pass order (``pass_durations``),
+    for the pool the requests decoded in; the pass-run gaps are taken worker by worker in
+    its order."""
     by_worker: dict[int, list[int]] = {}
     bridges: list[float] = []
     zeros = 0                          # speculative decoding: tokens of a burst after its first
@@ -94,18 +110,22 @@ def itl_samples(requests, workers) -> tuple[np.ndarray, np.ndarray]:
     if zeros:
         gaps.append(np.zeros(1))
         weights.append(np.array([zeros], dtype=np.int64))
-    for w in workers:
-        segs = by_worker.get(w.idx)
+    for idx, dur in durations.items():
+        segs = by_worker.get(idx)
         if not segs:
             continue
-        cols = w.passes.arrays()
-        durations = cols["end_ms"] - cols["start_ms"]
-        se = np.asarray(segs, dtype=np.int64).reshape(-1, 2)
-        diff = np.zeros(len(durations) + 1, dtype=np.int64)
-        np.add.at(diff, se[:, 0], 1)
-        np.add.at(diff, se[:, 1] + 1, -1)
-        wt = np.cumsum(diff[:-1])
+        wt = _pass_weights(segs, len(dur))
         keep = wt > 0
-        gaps.append(durations[keep])
+        gaps.append(dur[keep])
         weights.append(wt[keep])
     return np.concatenate(gaps), np.concatenate(weights)
+
+
+def _pass_weights(segs: Sequence[int], num_passes: int) -> np.ndarray:
+    """How many of the ``[first, last]`` pass-index ranges in ``segs`` (flat pairs) cover
+    each pass: a difference array, cumulated."""
+    se = np.asarray(segs, dtype=np.int64).reshape(-1, 2)
+    diff = np.zeros(num_passes + 1, dtype=np.int64)
+    np.add.at(diff, se[:, 0], 1)
+    np.add.at(diff, se[:, 1] + 1, -1)
+    return np.cumsum(diff[:-1])

@@ -223,6 +223,30 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
     ``window_start_ms``: ``duration_ms`` (and so every throughput) runs from this time to
     the last completion instead of from 0 (a warm-up left out of the statistics).
     """
+    gaps, weights = _checked_inputs(requests, itl_gaps_ms, itl_weights)
+    done = requests[requests["terminal_status"] == "completed"]
+    end_times = _samples(done, "terminal_time_ms")
+    duration_ms = max(0.0, float(end_times.max()) - window_start_ms) if end_times.size else 0.0
+    samples = {metric: (_samples(done, f"{metric}_ms"), None) for metric in LATENCY_METRICS
+               if metric != "itl"}
+    samples["itl"] = (gaps, weights)
+    out = _totals(done, duration_ms, float(wall_time_ms), num_requests,
+                  committed_prefill_tokens)
+    out.update(_cost(decode_worker_seconds, prefill_worker_seconds,
+                     decode_gpus_per_worker, prefill_gpus_per_worker))
+    out.update(_tokens_and_reuse(done, out["total_input_tokens"], out["total_output_tokens"],
+                                 float(wall_time_ms)))
+    out.update({f"num_{m}_samples": int(samples[m][0].size)
+                for m in ("ttft", "tpot", "e2e_latency")})
+    out.update(_latency_stats(samples, requests if trajectories else None))
+    out.update(_per_user_throughput(gaps, weights))
+    if sla.is_set:
+        out.update(_goodput(done, sla, duration_ms))
+    return out
+
+
+def _checked_inputs(requests: pd.DataFrame, itl_gaps_ms, itl_weights):
+    """The ITL samples as flat arrays, after checking them and the request columns."""
     missing = [c for c in _REQUIRED_COLUMNS if c not in requests.columns]
     if missing:
         raise ValueError(f"requests is missing columns: {', '.join(missing)}")
@@ -232,23 +256,17 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
         raise ValueError(f"{gaps.size} ITL gaps but {weights.size} weights")
     if gaps.size and not (np.all(np.isfinite(gaps)) and np.all(gaps >= 0)):
         raise ValueError("ITL gaps must be finite and non-negative")
+    return gaps, weights
 
-    done = requests[requests["terminal_status"] == "completed"]
+
+def _totals(done: pd.DataFrame, duration_ms: float, wall_time_ms: float,
+            num_requests: int, committed_prefill_tokens: int) -> dict:
+    """Counts, token totals, durations and throughputs (``kv_eviction_policy`` …
+    ``total_throughput_tok_s``)."""
     completed = int(len(done))
     total_in = _int_sum(done["input_length"])
     total_out = _int_sum(done["output_length"])
-    end_times = _samples(done, "terminal_time_ms")
-    duration_ms = max(0.0, float(end_times.max()) - window_start_ms) if end_times.size else 0.0
-    wall_time_ms = float(wall_time_ms)
-    gpu_hours = (prefill_worker_seconds * prefill_gpus_per_worker
-                 + decode_worker_seconds * decode_gpus_per_worker) / 3600.0
-
-    ttft = _samples(done, "ttft_ms")
-    ttst = _samples(done, "ttst_ms")
-    tpot = _samples(done, "tpot_ms")
-    e2e = _samples(done, "e2e_latency_ms")
-
-    out: dict = {
+    return {
         "kv_eviction_policy": "lru",
         "committed_prefill_tokens": int(committed_prefill_tokens),
         "num_requests": int(num_requests),
@@ -261,6 +279,15 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
         "input_throughput_tok_s": _per_second(total_in, duration_ms),
         "output_throughput_tok_s": _per_second(total_out, duration_ms),
         "total_throughput_tok_s": _per_second(total_in + total_out, duration_ms),
+    }
+
+
+def _cost(decode_worker_seconds: float, prefill_worker_seconds: float,
+          decode_gpus_per_worker: int, prefill_gpus_per_worker: int) -> dict:
+    """Worker-seconds and GPU-hours (``prefill_worker_seconds`` … ``power_coverage``)."""
+    gpu_hours = (prefill_worker_seconds * prefill_gpus_per_worker
+                 + decode_worker_seconds * decode_gpus_per_worker) / 3600.0
+    return {
         "prefill_worker_seconds": float(prefill_worker_seconds),
         "decode_worker_seconds": float(decode_worker_seconds),
         "prefill_gpus_per_worker": int(prefill_gpus_per_worker),
@@ -268,6 +295,13 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
         "gpu_hours": float(gpu_hours),
         "power_w": None,
         "power_coverage": None,
+    }
+
+
+def _tokens_and_reuse(done: pd.DataFrame, total_in: int, total_out: int,
+                      wall_time_ms: float) -> dict:
+    """Tokens processed per wall-clock second and the prefix-cache reuse ratios."""
+    return {
         "processed_tokens": total_in + total_out,
         "processed_tokens_per_s": _per_second(total_in + total_out, wall_time_ms),
         "processed_output_tokens_per_s": _per_second(total_out, wall_time_ms),
@@ -277,31 +311,39 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
             if "reused_generated_tokens" in done else 0), total_in),
         "first_admission_prefix_cache_reused_ratio": _ratio(
             _int_sum(done["first_admission_reused_input_tokens"]), total_in),
-        "num_ttft_samples": int(ttft.size),
-        "num_tpot_samples": int(tpot.size),
-        "num_e2e_latency_samples": int(e2e.size),
     }
 
-    sets = {"ttft": (ttft, None), "ttst": (ttst, None), "tpot": (tpot, None),
-            "itl": (gaps, weights), "e2e_latency": (e2e, None)}
-    for metric in LATENCY_METRICS:
-        if metric == "e2e_latency" and trajectories:
-            out.update(trajectory_summary(requests))   # the reference puts them here
-        stats = weighted_stats(*sets[metric])
-        out.update({f"{stat}_{metric}_ms": _or_zero(stats[stat]) for stat in STAT_NAMES})
 
+def _latency_stats(samples: dict, trajectory_requests: Optional[pd.DataFrame]) -> dict:
+    """The nine statistics of each of ``LATENCY_METRICS`` (``samples[metric]``: values,
+    weights); the trajectory keys of ``trajectory_requests``, if given, go before the
+    E2E latency's (where the reference puts them)."""
+    out: dict = {}
+    for metric in LATENCY_METRICS:
+        if metric == "e2e_latency" and trajectory_requests is not None:
+            out.update(trajectory_summary(trajectory_requests))
+        stats = weighted_stats(*samples[metric])
+        out.update({f"{stat}_{metric}_ms": _or_zero(stats[stat]) for stat in STAT_NAMES})
+    return out
+
+
+def _per_user_throughput(gaps: np.ndarray, weights: np.ndarray) -> dict:
+    """Statistics of the per-user decode speed, 1000 / ITL gap (positive gaps only)."""
     positive = gaps > 0
     stats = weighted_stats(1000.0 / gaps[positive], weights[positive])
-    out.update({f"{stat}_{PER_USER_THROUGHPUT}": _or_zero(stats[stat]) for stat in STAT_NAMES})
+    return {f"{stat}_{PER_USER_THROUGHPUT}": _or_zero(stats[stat]) for stat in STAT_NAMES}
 
-    if sla.is_set:
-        good = _good_mask(done, sla)
-        good_count = int(good.sum())
-        good_out = _int_sum(done["output_length"][good])
-        out["goodput_completed_requests"] = good_count
-        out["goodput_request_throughput_rps"] = _per_second(good_count, duration_ms)
-        out["goodput_output_throughput_tok_s"] = _per_second(good_out, duration_ms)
-    return out
+
+def _goodput(done: pd.DataFrame, sla: SlaConfig, duration_ms: float) -> dict:
+    """``GOODPUT_KEYS``: the completed requests meeting the SLA, and their throughputs."""
+    good = _good_mask(done, sla)
+    good_count = int(good.sum())
+    good_out = _int_sum(done["output_length"][good])
+    return {
+        "goodput_completed_requests": good_count,
+        "goodput_request_throughput_rps": _per_second(good_count, duration_ms),
+        "goodput_output_throughput_tok_s": _per_second(good_out, duration_ms),
+    }
 
 
 def _or_zero(x: Optional[float]) -> float:
