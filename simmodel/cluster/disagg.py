@@ -12,8 +12,11 @@ and the transfer starts as soon as the source is held):
 3. a **decode worker** is chosen (its own round robin) and the **destination reserved**:
    the prompt's blocks are allocated there, reusing the leading full blocks it already
    holds.  If they cannot be had yet the request waits in that worker's FIFO and is
-   retried whenever one of its requests ends.  Like every handoff step, the reservation
-   is applied to a worker between its passes (at the end of the pass in flight);
+   retried whenever one of its requests ends (SGLang: whenever slots are freed -- a
+   completion, a retraction, a duplicate prompt -- and then at that boundary's budget,
+   see ``_retry_pending``).  Like every handoff step, the
+   reservation is applied to a worker between its passes (at the end of the pass in
+   flight);
 4. the **KV transfer** runs as its own SimPy process: ``tokens x bytes_per_token /
    (bandwidth x 1e9)`` s (whole prompt, or in ``destination_missing`` mode only the
    blocks the destination lacked), 0 when either size is unset;
@@ -85,6 +88,10 @@ class Handoff:
         self.pending: dict[int, deque] = defaultdict(deque)
         self.deferred: dict[int, deque] = defaultdict(deque)
         self._activations: dict[int, tuple] = {}   # decode worker -> (time, count)
+        # destination first: decode workers whose deferred queue has no _boundary
+        # scheduled (it waits for the worker's next call, see _boundary)
+        self._unhooked: set = set()
+        self._route_now = False
         # scaling runs: requests that found no active decode worker, in order
         self._await_decode: deque = deque()
         # per decode worker: handoffs bound to it and not yet activated (a planner's
@@ -99,6 +106,9 @@ class Handoff:
         # the handoffs bound to a decode worker and not yet activated (queued, deferred or
         # reserved): its queued decode requests, and work that keeps it from leaving
         w.inbound = lambda i=w.idx: self._inbound[i]
+        if self.order == "destination_first":
+            # SGLang, measured: a decode retraction frees slots like a completion does
+            w.on_retract = lambda w=w: self._retry_pending(w)
 
     # -- 1. prefill ---------------------------------------------------------------------
     def route(self, req: EngineRequest) -> None:
@@ -196,7 +206,10 @@ class Handoff:
         # Mid-pass: deferred to the pass end (see _boundary).
         queue = self.deferred[d.idx]
         queue.append(req)
-        if len(queue) == 1:
+        if d.idx in self._unhooked:
+            # an idle worker's queue waiting for a call: this reservation is one
+            self._call(d)
+        elif len(queue) == 1:
             d.at_boundary(lambda: self._boundary(d))
 
     def _reserve_or_wait(self, d, req: EngineRequest) -> float | None:
@@ -212,22 +225,37 @@ class Handoff:
             queue.append(req)
         return delay
 
-    def _boundary(self, d) -> None:
+    def _boundary(self, d, budget: int | None = None) -> None:
         """Reservations that reached a busy decode worker, at its pass end (after the
         activations of that boundary).  Measured on the reference: one is applied, plus
         one more for every destination activated at this boundary and for every applied
         reservation whose transfer takes no time; the rest wait for the next pass end
-        (so 1, 2, 3, ... per boundary while each transfer fits in a pass)."""
+        (so 1, 2, 3, ... per boundary while each transfer fits in a pass).
+
+        Destination first (SGLang), measured: the reference tries one reservation per
+        call into the decode worker (a pass end, an activation, a reservation), so when
+        the worker goes idle with reservations still queued they wait for its next
+        activation or reservation (``_call``), not for the first idle moment."""
         queue = self.deferred[d.idx]
-        t, acts = self._activations.get(d.idx, (None, 0))
-        budget = 1 + (acts if t == self.env.now else 0)
+        if budget is None:
+            t, acts = self._activations.get(d.idx, (None, 0))
+            budget = 1 + (acts if t == self.env.now else 0)
         while queue and budget > 0:
             delay = self._reserve_or_wait(d, queue.popleft())
             budget -= 1
             if delay == 0.0:
                 budget += 1                   # its activation happens at once
         if queue:
-            d.after_next_pass(lambda: self._boundary(d))
+            if self.order == "destination_first" and not d.sched.has_work():
+                self._unhooked.add(d.idx)     # no pass to come: wait for a call
+            else:
+                d.after_next_pass(lambda: self._boundary(d))
+
+    def _call(self, d) -> None:
+        """Destination first: a call into idle decode worker ``d`` (an activation or a
+        reservation) tries one queued reservation."""
+        self._unhooked.discard(d.idx)
+        self._boundary(d, 1)
 
     # -- 2. destination -----------------------------------------------------------------
     def _reserve(self, d, req: EngineRequest) -> float | None:
@@ -242,8 +270,11 @@ class Handoff:
         if self.order == "destination_first":
             # SGLang: the prompt goes to a prefill worker only now, after everything else
             # at this instant; one deferred reservation per decode pass end (measured)
-            event_at(self.env, 0, Phase.ROUTE_LAST).callbacks.append(
-                lambda _e: self._route_prefill(rec.prefill))
+            if self._route_now:
+                self._route_prefill(rec.prefill)
+            else:
+                event_at(self.env, 0, Phase.ROUTE_LAST).callbacks.append(
+                    lambda _e: self._route_prefill(rec.prefill))
             return math.inf
         return self._start_transfer_if_ready(d, req)
 
@@ -307,13 +338,28 @@ class Handoff:
             rec.source_released_ms = self.env.now
             p.sched.release_source(rec.prefill)
 
+        idle = d.idle_between_passes       # applied now, not at a pass end
+
         def activate():
             now = self.env.now
             self._inbound[d.idx].pop(req.uid, None)
             rec.destination_activated_ms = now
             t, n = self._activations.get(d.idx, (None, 0))
             self._activations[d.idx] = (now, n + 1 if t == now else 1)
-            d.activate(req)
+            freed = d.activate(req)
+            if self.order == "destination_first":
+                # SGLang: the pages its prompt shares with the tree came back (a
+                # waiting reservation may now fit); an idle worker's activation is a
+                # call of its own (at a pass end it counts in that boundary's budget)
+                if idle:
+                    if freed > 0:
+                        self._unblock(d)
+                    if self.deferred[d.idx] and d.idx in self._unhooked:
+                        self._route_now = True
+                        self._call(d)
+                        self._route_now = False
+                elif freed > 0:
+                    self._retry_pending(d)
             p.command(release)
         d.command(activate)
 
@@ -334,7 +380,32 @@ class Handoff:
         self._retry_pending(self.workers[req.worker_idx])
 
     def _retry_pending(self, d) -> None:
-        """Blocks were freed on ``d``: reservations waiting there go on, in order."""
+        """Blocks were freed on ``d``: reservations waiting there go on, in order.
+
+        SGLang (destination first), measured: the waiting reservations rejoin the head
+        of the worker's deferred queue and are applied at the budget of the boundary
+        being settled (``_boundary``: one, plus one per destination activated there),
+        the rest at the following pass ends -- not all at once."""
         queue = self.pending.get(d.idx)
+        if not queue:
+            return
+        if self.order == "destination_first":
+            hooked = bool(self.deferred[d.idx]) and d.idx not in self._unhooked
+            self._unblock(d)
+            if not hooked:
+                self._unhooked.discard(d.idx)
+                d.at_this_boundary(lambda: self._boundary(d))
+            return
         while queue and self._reserve(d, queue[0]) is not None:
             queue.popleft()
+
+    def _unblock(self, d) -> None:
+        """Destination first: reservations that waited for blocks on ``d`` rejoin the
+        head of its deferred queue (the caller sees that it gets a _boundary)."""
+        queue = self.pending.get(d.idx)
+        if queue:
+            deferred = self.deferred[d.idx]
+            if not deferred:
+                self._unhooked.add(d.idx)
+            deferred.extendleft(reversed(queue))
+            queue.clear()

@@ -85,6 +85,7 @@ class Worker:
         self.coalesce = coalesce
         self.event_sink = event_sink          # callable(worker idx, [(t, kind, hash)])
         self.on_first_token = on_first_token  # callable(request) at its first token
+        self.on_retract = None            # callable() when a pass retracts (frees slots)
         self.publishes = record_events or event_sink is not None
         self._run = None                      # decode run in flight (see _decode_run)
         self.kv_events: list[tuple] = []  # (time_ms, kind, hash)
@@ -111,11 +112,13 @@ class Worker:
         self.sched.enqueue(req)
         self._wake()
 
-    def activate(self, req: EngineRequest) -> None:
-        """Decode side of a handoff: the prompt's KV has arrived (reserved earlier)."""
+    def activate(self, req: EngineRequest) -> int:
+        """Decode side of a handoff: the prompt's KV has arrived (reserved earlier).
+        Returns the KV slots this freed (SGLang: pages the prompt shares with the tree)."""
         req.worker_idx = self.idx
-        self.sched.activate(req)
+        freed = self.sched.activate(req)
         self._wake()
+        return freed
 
     def _wake(self) -> None:
         if self.wake is not None and not self.wake.triggered:
@@ -148,6 +151,12 @@ class Worker:
             fn()
             self._wake()
             return
+        self._end_hooks.append(fn)
+        self._wake()
+
+    def at_this_boundary(self, fn) -> None:
+        """Run ``fn()`` after the commands of the boundary being settled (the pass end
+        that is being processed now, or now if the worker is idle)."""
         self._end_hooks.append(fn)
         self._wake()
 
@@ -207,6 +216,8 @@ class Worker:
                 kv = sched.kv
                 pre = (kv.active_blocks, kv.inactive_blocks, kv.free, len(sched.running))
             plan = sched.schedule(start)
+            if plan.preempted and self.on_retract is not None:
+                self.on_retract()
             if self.record_gauges:
                 self._pre = (pre, plan.admitted)
             if self.collect_fpm:

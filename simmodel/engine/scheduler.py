@@ -449,12 +449,14 @@ class VllmScheduler:
         self.held += 1
         return need * bs
 
-    def activate(self, r: EngineRequest) -> None:
-        """Decode side: the prompt's KV has arrived; the request waits for a pass."""
+    def activate(self, r: EngineRequest) -> int:
+        """Decode side: the prompt's KV has arrived; the request waits for a pass.
+        Returns the slots this freed (none here)."""
         self.held -= 1
         r.transferred = True
         r.computed = r.seq_len - 1
         self.enqueue(r)
+        return 0
 
     # -- coalesced decode runs ------------------------------------------------------------
     def decode_run(self, max_passes: int = 4096):

@@ -46,7 +46,8 @@ the survivors.  Otherwise the ratio decays by ``(init − floor)/600`` (init = 0
 conservativeness, *not* capped at 1, *measured*; floor = 0.14 × init).
 
 **Disaggregation** (destination first, reference §6): ``reserve`` holds the prompt's
-slots on the decode worker at arrival, reusing its cached prefix; ``activate`` puts the
+slots on the decode worker at arrival, reusing its cached prefix; ``activate`` caches
+the arrived prompt in the tree (freeing pages it duplicates, *measured*) and puts the
 request straight into the running batch at the next pass, whose decode step emits the
 first visible token.
 
@@ -562,13 +563,21 @@ class SglangScheduler:
         self._release(r, cache=False)
         self.held -= 1
 
-    def activate(self, r: EngineRequest) -> None:
+    def activate(self, r: EngineRequest) -> int:
         """Decode side: the prompt's KV has arrived; the request decodes from the next
-        pass on (it joins the running batch when that pass is formed)."""
+        pass on (it joins the running batch when that pass is formed).  Measured: the
+        arrived prompt joins this worker's radix tree at once, so the pages it shares
+        with prompts cached here since its reservation (another transferred prompt, a
+        completed request) return to the pool.  Returns the slots so freed."""
         self.held -= 1
         r.transferred = True
         r.computed = r.seq_len
+        lease = self._lease.get(r.uid)
+        free_before = self.kv.free_tokens
+        if lease is not None:
+            self._cache(r, lease, lease.kv)
         self.enqueue(r)
+        return self.kv.free_tokens - free_before
 
     # -- coalesced decode runs ------------------------------------------------------------
     def decode_run(self, max_passes: int = 4096):
