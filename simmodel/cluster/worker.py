@@ -1,6 +1,7 @@
 """An aggregated worker as a SimPy process: one forward pass at a time.
 
-The worker owns a pure ``VllmScheduler`` and drives it in simulated time:
+The worker owns a pure scheduler (``simmodel.engine.api.Scheduler``) and drives it in
+simulated time:
 
     idle ──(a request is submitted)──► barrier ──► schedule ──► pass ──► settle ─┐
       ▲                                   ▲                                      │
@@ -24,8 +25,8 @@ import simpy
 
 from simmodel.cluster.phases import Phase, event_at, event_at_time, order, worker_rank
 from simmodel.engine import fpm
+from simmodel.engine.api import Scheduler
 from simmodel.engine.request import EngineRequest
-from simmodel.engine.scheduler import VllmScheduler
 from simmodel.errors import UserError
 from simmodel.metrics.passlog import PassLog
 
@@ -59,7 +60,7 @@ class BatchFormation:
 class Worker:
     """One aggregated worker (one DP rank): a scheduler, its pass log, its process."""
 
-    def __init__(self, env: simpy.Environment, idx: int, scheduler: VllmScheduler,
+    def __init__(self, env: simpy.Environment, idx: int, scheduler: Scheduler,
                  notify, record_events: bool = False, coalesce: bool = True,
                  event_sink=None, on_first_token=None, *, pool: str = "agg",
                  formation: BatchFormation | None = None):
@@ -352,9 +353,10 @@ class Worker:
             return
         sched = self.sched
         first = start if done == 0 else float(ends[done - 1])
-        events = [] if self.publishes else None
-        finished = sched.commit_decode_run(durations[done:], total + len(sched.running) * done,
-                                           k, first, len(self.passes), self.passes, events)
+        out = sched.commit_decode_run(durations[done:], total + len(sched.running) * done,
+                                      k, first, len(self.passes), self.publishes)
+        self.passes.add_run(out.starts, out.stops, out.num_decode, out.decode_tokens,
+                            out.kv_active)
         self._run[4] = upto
         if parts is not None and self.collect_fpm:
             lengths, queue = parts
@@ -362,9 +364,9 @@ class Worker:
                                            fpm.decode_only(lengths, upto - 1), queue)
             self.fpm_latest_ms = float(ends[upto - 1])
             self.decode_forwards += len(lengths) * k
-        if events:
-            self._publish(events)
-        for r in finished:
+        if out.kv_events:
+            self._publish(out.kv_events)
+        for r in out.done:
             self.notify(r)
 
     def sync(self, t: float) -> None:

@@ -6,46 +6,47 @@ to do forms an empty one), the worker's pass lasts as long as the slowest rank's
 every rank's tokens are stamped at that common end.  A request is placed on a rank by the
 router (``EngineRequest.dp_rank``); the reported worker index is ``worker × dp + rank``.
 
-``DpScheduler`` presents the ranks to the worker process as one scheduler (the interface
-of ``VllmScheduler``).  Decode runs are not coalesced (``decode_run`` returns None).
+``DpScheduler`` presents the ranks to the worker process as one scheduler (the
+``simmodel.engine.api.Scheduler`` interface).  Decode runs are not coalesced
+(``decode_run`` returns None); a handoff step goes to the request's rank.
 """
 from __future__ import annotations
 
-from simmodel.engine.scheduler import PassPlan
+from operator import attrgetter
+
+from simmodel.engine.api import PassPlan, RunOutcome
+
+
+def _total(name: str, doc: str) -> property:
+    """A read-only property: the sum of attribute ``name`` over ``self._parts``."""
+    get = attrgetter(name)
+    return property(lambda self: sum(get(p) for p in self._parts), doc=doc)
 
 
 class _KvView:
     """The ranks' KV pools seen together (sums), for telemetry and KV events."""
 
     def __init__(self, ranks):
-        self._kvs = [r.kv for r in ranks]
+        self._parts = [r.kv for r in ranks]
 
-    @property
-    def active_blocks(self) -> int:
-        return sum(kv.active_blocks for kv in self._kvs)
-
-    @property
-    def inactive_blocks(self) -> int:
-        return sum(kv.inactive_blocks for kv in self._kvs)
-
-    @property
-    def free(self) -> int:
-        return sum(kv.free for kv in self._kvs)
-
-    @property
-    def num_blocks(self) -> int:
-        return sum(kv.num_blocks for kv in self._kvs)
+    active_blocks = _total("active_blocks", "KV blocks held by requests")
+    inactive_blocks = _total("inactive_blocks", "cached blocks no request holds")
+    free = _total("free", "blocks holding nothing")
+    num_blocks = _total("num_blocks", "blocks in the pools")
 
     def drain_events(self) -> list:
         out = []
-        for kv in self._kvs:
+        for kv in self._parts:
             out.extend(kv.drain_events())
         return out
 
 
 class DpScheduler:
+    """The ranks of one attention-DP worker in lock-step, as one ``Scheduler``."""
+
     def __init__(self, ranks: list, prefill_schedule_interval: int = 1):
         self.ranks = ranks
+        self._parts = ranks
         self.interval = prefill_schedule_interval
         self.step = 0
         first = ranks[0]
@@ -73,29 +74,12 @@ class DpScheduler:
         return [q for r in self.ranks for q in r.running]
 
     # -- counters ---------------------------------------------------------------------------
-    @property
-    def committed_prefill_tokens(self) -> int:
-        return sum(r.committed_prefill_tokens for r in self.ranks)
-
-    @property
-    def preemptions(self) -> int:
-        return sum(r.preemptions for r in self.ranks)
-
-    @property
-    def cache_hit_tokens(self) -> int:
-        return sum(r.cache_hit_tokens for r in self.ranks)
-
-    @property
-    def mtp_emissions(self) -> int:
-        return sum(r.mtp_emissions for r in self.ranks)
-
-    @property
-    def mtp_tokens(self) -> int:
-        return sum(r.mtp_tokens for r in self.ranks)
-
-    @property
-    def held(self) -> int:
-        return sum(r.held for r in self.ranks)
+    committed_prefill_tokens = _total("committed_prefill_tokens", "over the ranks")
+    preemptions = _total("preemptions", "over the ranks")
+    cache_hit_tokens = _total("cache_hit_tokens", "over the ranks")
+    mtp_emissions = _total("mtp_emissions", "over the ranks")
+    mtp_tokens = _total("mtp_tokens", "over the ranks")
+    held = _total("held", "held sources and reserved destinations over the ranks")
 
     def waiting_on_holds(self) -> bool:
         return any(r.waiting_on_holds() for r in self.ranks)
@@ -134,5 +118,22 @@ class DpScheduler:
                 plan.first_tokens.extend(p.first_tokens)
         return done
 
-    def decode_run(self, max_passes: int = 4096):
+    def decode_run(self, max_passes: int = 4096) -> None:
         return None
+
+    def commit_decode_run(self, durations, total: int, m: int, start: float,
+                          pass_idx0: int, record_events: bool) -> RunOutcome:
+        raise RuntimeError("attention DP ranks do not coalesce decode runs")
+
+    # -- disaggregated handoff: the request's rank ----------------------------------------------
+    def reserve(self, req) -> int | None:
+        return self.ranks[req.dp_rank].reserve(req)
+
+    def unreserve(self, req) -> None:
+        self.ranks[req.dp_rank].unreserve(req)
+
+    def activate(self, req) -> int:
+        return self.ranks[req.dp_rank].activate(req)
+
+    def release_source(self, req) -> None:
+        self.ranks[req.dp_rank].release_source(req)

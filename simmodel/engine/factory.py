@@ -4,19 +4,18 @@
 * ``trtllm``: ``simmodel.engine.trtllm.TrtllmScheduler`` (§3.5: guaranteed no evict);
 * ``sglang``: ``simmodel.engine.sglang.SglangScheduler`` (§3.4: prefill first, radix cache).
 
-Every scheduler offers the interface the worker process drives (``enqueue``, ``schedule``,
-``finish``, ``has_work``, ``waiting``, ``running``, ``kv``, ``decode_run`` /
-``commit_decode_run``, and for disaggregation ``reserve`` / ``activate`` /
-``release_source``).
+Every scheduler offers the interface the worker process drives, declared by
+``simmodel.engine.api.Scheduler``.
 """
 from __future__ import annotations
 
 from simmodel.config import EngineConfig
+from simmodel.engine.role import AGGREGATED
 from simmodel.engine.timing import TimingModel
 
 
 def make_scheduler(engine: EngineConfig, timing: TimingModel, *, record_events: bool = False,
-                   role: str = "aggregated", worker: int = 0):
+                   role: str = AGGREGATED.name, worker: int = 0):
     """Worker ``worker``'s scheduler: ``dp_size`` rank schedulers in lock-step when > 1.
     With speculative decoding each rank samples its drafts from its own generator, seeded
     by ``aic_mtp_seed`` + the worker index (and the rank)."""

@@ -26,72 +26,38 @@ One forward pass, formed by ``schedule(now)`` and settled by ``finish(plan, end_
 """
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Sequence
 
 import numpy as np
-from dataclasses import dataclass, field
 
 from simmodel.config import EngineConfig
+from simmodel.engine.api import PassPlan  # noqa: F401 (its former home: re-exported)
+from simmodel.engine.base import SchedulerBase
 from simmodel.engine.kv_cache import KvCache
-from simmodel.engine.emit import emit, emit_run  # noqa: F401 (re-exported)
+from simmodel.engine.emit import emit, emit_run  # noqa: F401 (emit_run: re-exported)
 from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
-from simmodel.engine.timing import TimingModel, batch_new_tokens
+from simmodel.engine.role import AGGREGATED, Role
+from simmodel.engine.timing import TimingModel
+from simmodel.engine.vllm_handoff import VllmHandoff
+from simmodel.engine.vllm_runs import VllmDecodeRuns
 
 
-@dataclass(slots=True)
-class PassPlan:
-    """A formed batch: ``entries`` are (request, tokens computed before, tokens granted)."""
-
-    entries: list = field(default_factory=list)
-    rejected: list = field(default_factory=list)
-    duration_ms: float = 0.0
-    prefill_tokens: int = 0
-    num_prefill: int = 0
-    num_decode: int = 0
-    decode_tokens: int = 0
-    kv_blocks_active: int = 0
-    committed_tokens: int = 0
-    first_tokens: list = field(default_factory=list)   # filled by finish()
-    preempted: bool = False
-    admitted: int = 0                  # requests admitted from waiting in this pass
-    parts: list | None = None          # attention DP: the ranks' own plans
-
-
-class VllmScheduler:
+class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
     """Waiting queue, running list and KV cache of one rank, and the pass rules above."""
 
     def __init__(self, engine: EngineConfig, timing: TimingModel, *, record_events: bool = False,
-                 role: str = "aggregated", mtp_rng: np.random.Generator | None = None):
-        self.role = role                       # aggregated | prefill | decode
-        self.bs = engine.effective_block_size
-        self.num_blocks = engine.num_gpu_blocks
+                 role: str | Role = AGGREGATED, mtp_rng: np.random.Generator | None = None):
+        super().__init__(engine, timing, role)
         self.max_batched = engine.max_num_batched_tokens
-        self.max_seqs = engine.max_num_seqs
         self.lifo = engine.preemption_mode == "lifo"
         self.chunked = engine.enable_chunked_prefill
-        self.caching = engine.enable_prefix_caching
-        self.max_model_len = engine.max_model_len
-        self.timing = timing
         self.kv = KvCache(self.num_blocks, self.bs, caching=self.caching,
                           record_events=record_events)
-        self.waiting: deque[EngineRequest] = deque()
-        self.running: list[EngineRequest] = []
-        self.committed_prefill_tokens = 0
-        self.preemptions = 0
-        self.cache_hit_tokens = 0              # prompt tokens served by the prefix cache
-        self.admit_prefill = True              # attention DP: prefill_schedule_interval
         # speculative decoding (aic_nextn): conditional draft acceptance rates
-        self.mtp_rates = engine.accept_rates if role != "prefill" else ()
+        self.mtp_rates = engine.accept_rates if self.role.decodes else ()
         self.mtp_rng = mtp_rng
-        self.mtp_emissions = 0                 # request-passes that emitted tokens
-        self.mtp_tokens = 0                    # tokens they emitted
-        self.held = 0                          # held sources / reserved destinations
 
     # -- queue ------------------------------------------------------------------------
-    def enqueue(self, req: EngineRequest) -> None:
-        req.state = WAITING
-        self.waiting.append(req)
-
     def cancel(self, req: EngineRequest) -> bool:
         """Drop a waiting or running request now (its blocks are released); the caller
         only cancels between passes.  False if it is no longer here."""
@@ -105,9 +71,6 @@ class VllmScheduler:
         req.state = DONE
         req.status = "cancelled"
         return True
-
-    def has_work(self) -> bool:
-        return bool(self.running) or bool(self.waiting)
 
     # -- KV helpers -------------------------------------------------------------------
     def _grow(self, r: EngineRequest, total_tokens: int) -> bool:
@@ -133,6 +96,14 @@ class VllmScheduler:
         r.cached = []
         r.n_private = 0
 
+    def free_completed(self, req: EngineRequest) -> None:
+        """Its blocks go back to the pool (full ones stay cached, inactive)."""
+        self._release(req)
+
+    def choose_victim(self, candidates: Sequence[EngineRequest]) -> EngineRequest:
+        """The newest running request (``lifo``) or the oldest (``fifo``)."""
+        return candidates[-1] if self.lifo else candidates[0]
+
     def _preempt(self, v: EngineRequest, plan: PassPlan) -> int:
         """Preempt ``v``; returns the budget refunded (tokens it was granted this pass)."""
         self._release(v)
@@ -147,7 +118,7 @@ class VllmScheduler:
             v.pass_take = 0
         return refund
 
-    def _rejects(self, r: EngineRequest) -> bool:
+    def rejects(self, r: EngineRequest) -> bool:
         """At its first admission: a prompt ``>= max_model_len`` or larger than the pool
         (as the reference), or whose whole sequence can never fit it (the KV of prompt +
         output - 1 tokens; refused before the run when known then, see
@@ -163,14 +134,34 @@ class VllmScheduler:
         run time...).  It is rejected, where the reference aborts the replay."""
         r = self.waiting.popleft()
         self._release(r)
-        r.state = DONE
-        r.status = "rejected"
-        plan.rejected.append(r)
+        self._reject(r, plan)
 
     # -- one pass ---------------------------------------------------------------------
     def schedule(self, now: float) -> PassPlan:
         """Form the next batch at time ``now`` (mutates queues and KV)."""
         plan = PassPlan()
+        entries = plan.entries
+        budget, preempted = self._grant_running(plan)
+        plan.preempted = preempted
+        if not preempted:
+            n = len(entries)
+            budget = self.admit_waiting(now, plan, budget)
+            if self.role.receives_prompts and self.waiting:
+                budget = self._admit_transferred_behind(now, plan, budget)
+            plan.admitted = len(entries) - n
+            if not (entries or plan.rejected or self.running or self.held) and self.waiting:
+                self._reject_head(plan)
+        if self.mtp_rates:
+            self._bursts(plan)
+        self._cost(plan)
+        for r, _, _ in entries:
+            r.pass_take = 0
+        plan.kv_blocks_active = self.kv.active_blocks
+        return plan
+
+    def _grant_running(self, plan: PassPlan) -> tuple[int, bool]:
+        """Step 1: running requests take their tokens, growing their KV (preempting when
+        the pool cannot supply it).  Returns (the budget left, whether it preempted)."""
         entries = plan.entries
         budget = self.max_batched
         preempted = False
@@ -183,37 +174,32 @@ class VllmScheduler:
         while i < len(running):
             r = running[i]
             comp = r.computed
-            want = r.seq_len - comp
-            if want == 1 and budget > 0:
+            if r.seq_len - comp == 1 and budget > 0:
                 # Decoder fast path: KV work only at a block boundary (a new block when
                 # ``comp`` fills its blocks exactly, caching when ``comp + 1`` fills one).
                 if comp % bs == 0:
-                    if not kv.allocate(1):
-                        pass                  # fall through to the general path
-                    else:
+                    fast = kv.allocate(1)     # (no block: the general path preempts)
+                    if fast:
                         r.n_private += 1
                         if caching and bs == 1:
                             self._grow(r, comp + 1)
-                        entries.append((r, comp, 1))
-                        r.pass_take = 1
-                        r.computed = comp + 1
-                        budget -= 1
-                        i += 1
-                        continue
-                elif not (caching and (comp + 1) % bs == 0):
+                else:
+                    fast = not (caching and (comp + 1) % bs == 0)
+                if fast:
                     entries.append((r, comp, 1))
                     r.pass_take = 1
                     r.computed = comp + 1
                     budget -= 1
                     i += 1
                     continue
+            want = r.seq_len - comp
             if not self.chunked and want > budget:
                 break
             take = want if want < budget else budget
             if take <= 0:
                 break
             while not self._grow(r, r.computed + take):
-                victim = running[-1] if self.lifo else running[0]
+                victim = self.choose_victim(running)
                 budget += self._preempt(victim, plan)
                 preempted = True
                 if victim is r:
@@ -225,28 +211,15 @@ class VllmScheduler:
             r.computed += take
             budget -= take
             i += 1
-        plan.preempted = preempted
-        if not preempted:
-            n = len(entries)
-            budget = self._admit(now, plan, budget)
-            if self.role == "decode" and self.waiting:
-                budget = self._admit_transferred_behind(now, plan, budget)
-            plan.admitted = len(entries) - n
-            if not (entries or plan.rejected or running or self.held) and self.waiting:
-                self._reject_head(plan)
-        if self.mtp_rates:
-            self._bursts(plan)
-        self._cost(plan)
-        for r, _, _ in entries:
-            r.pass_take = 0
-        plan.kv_blocks_active = self.kv.active_blocks
-        return plan
+        return budget, preempted
 
-    def _admit(self, now: float, plan: PassPlan, budget: int) -> int:
-        waiting, running, kv, bs = self.waiting, self.running, self.kv, self.bs
+    def admit_waiting(self, now: float, plan: PassPlan, budget: int) -> int:
+        """Step 2: strict FCFS admission while ``max_num_seqs`` and the budget allow; a
+        head that does not fit stops it (head-of-line)."""
+        waiting, running = self.waiting, self.running
         while waiting and len(running) < self.max_seqs:
             r = waiting[0]
-            if budget <= 0 and (r.admissions or r.transferred or not self._rejects(r)):
+            if budget <= 0 and (r.admissions or r.transferred or not self.rejects(r)):
                 break                          # (a head to reject goes even without budget)
             if r.transferred and r.admissions == 0:
                 waiting.popleft()
@@ -255,50 +228,58 @@ class VllmScheduler:
                 continue
             if not self.admit_prefill:
                 break                          # attention DP: not a prefill step
-            if r.admissions == 0 and self._rejects(r):
+            if r.admissions == 0 and self.rejects(r):
                 waiting.popleft()
-                r.state = DONE
-                r.status = "rejected"         # terminal time: the pass end (worker)
-                plan.rejected.append(r)
+                self._reject(r, plan)
                 continue
-            seq_len = r.seq_len
-            hit_blocks = 0
-            hashes = None
-            if self.caching:
-                cap = (seq_len - 1) // bs
-                hashes = r.seq.ensure(seq_len // bs)
-                hit_blocks = kv.lookup(hashes, cap)
-                if hit_blocks and self.mtp_rates:
-                    hit_blocks -= 1            # speculative decoding recomputes the last
-                                               # cached block (measured on the reference)
-            hit_hashes = hashes[:hit_blocks] if hit_blocks else []
-            # Capacity for the whole sequence, not just this pass's chunk: its blocks
-            # beyond the cached prefix must fit in what the pool can supply (free +
-            # evictable, i.e. num_blocks - active) once the prefix is held -- inactive
-            # prefix hits then become active, so they cannot also count as room for the
-            # rest.  Otherwise wait (head-of-line), without touching the cache (no LRU
-            # refresh of the prefix).  The chunk's blocks are then always available.
-            need = -(-seq_len // bs) - hit_blocks
-            avail = kv.available
-            if need > avail or need > avail - kv.count_inactive(hit_hashes):
+            taken = self._admit_head(r, now, plan, budget)
+            if taken is None:
                 break
-            hit = hit_blocks * bs
-            want = seq_len - hit
-            if not self.chunked and want > budget:
-                break
-            take = want if want < budget else budget
-            self._start(r, hit_hashes, hit + take)
-            r.pass_take = take
-            if r.admissions == 0:
-                r.first_admit_ms = now
-                r.first_reused = hit
-            self.cache_hit_tokens += hit
-            if hit > r.reused:
-                r.reused = hit
-            r.admissions += 1
-            plan.entries.append((r, hit, take))
-            budget -= take
+            budget -= taken
         return budget
+
+    def _admit_head(self, r: EngineRequest, now: float, plan: PassPlan,
+                    budget: int) -> int | None:
+        """Admit the waiting head ``r`` if its whole sequence fits; the tokens it takes,
+        or None (nothing changed) if it must wait."""
+        kv, bs = self.kv, self.bs
+        seq_len = r.seq_len
+        hit_blocks = 0
+        hashes = None
+        if self.caching:
+            cap = (seq_len - 1) // bs
+            hashes = r.seq.ensure(seq_len // bs)
+            hit_blocks = kv.lookup(hashes, cap)
+            if hit_blocks and self.mtp_rates:
+                hit_blocks -= 1            # speculative decoding recomputes the last
+                                           # cached block (measured on the reference)
+        hit_hashes = hashes[:hit_blocks] if hit_blocks else []
+        # Capacity for the whole sequence, not just this pass's chunk: its blocks
+        # beyond the cached prefix must fit in what the pool can supply (free +
+        # evictable, i.e. num_blocks - active) once the prefix is held -- inactive
+        # prefix hits then become active, so they cannot also count as room for the
+        # rest.  Otherwise wait (head-of-line), without touching the cache (no LRU
+        # refresh of the prefix).  The chunk's blocks are then always available.
+        need = -(-seq_len // bs) - hit_blocks
+        avail = kv.available
+        if need > avail or need > avail - kv.count_inactive(hit_hashes):
+            return None
+        hit = hit_blocks * bs
+        want = seq_len - hit
+        if not self.chunked and want > budget:
+            return None
+        take = want if want < budget else budget
+        self._start(r, hit_hashes, hit + take)
+        r.pass_take = take
+        if r.admissions == 0:
+            r.first_admit_ms = now
+            r.first_reused = hit
+        self.cache_hit_tokens += hit
+        if hit > r.reused:
+            r.reused = hit
+        r.admissions += 1
+        plan.entries.append((r, hit, take))
+        return take
 
     def _start(self, r: EngineRequest, hit_hashes, tokens: int) -> None:
         """Move the waiting head ``r`` into the running set, holding its cached prefix
@@ -364,6 +345,8 @@ class VllmScheduler:
             self.mtp_tokens += b
 
     def _cost(self, plan: PassPlan) -> None:
+        """Step 3: P over the requests with prompt tokens (recomputed generated tokens
+        are free), D over those emitting from an already computed prompt."""
         n = s_isl = s_pfx = n_dec = dec_tokens = committed = 0
         # with speculative decoding a request finishing its prompt also runs the decode step
         mtp = bool(self.mtp_rates)
@@ -378,23 +361,14 @@ class VllmScheduler:
             if (r.generated or r.transferred or mtp) and after == r.seq_len:
                 n_dec += 1
                 dec_tokens += r.seq_len
-        if n:
-            t = batch_new_tokens(n, s_isl, s_pfx)
-            plan.prefill_tokens = t
-        plan.committed_tokens = committed      # counted when the pass completes
-        plan.num_prefill = n
-        plan.num_decode = n_dec
-        plan.decode_tokens = dec_tokens
-        timing = self.timing
-        role = self.role
-        plan.duration_ms = ((timing.prefill_ms(n, s_isl, s_pfx) if role != "decode" else 0.0)
-                            + (timing.decode_ms(n_dec, dec_tokens) if role != "prefill" else 0.0))
+        self._charge(plan, n, s_isl, s_pfx, n_dec, dec_tokens, committed)
 
     def finish(self, plan: PassPlan, end_ms: float, pass_idx: int) -> list[EngineRequest]:
-        """Settle a pass at its end: emit tokens, complete requests.  Returns the
+        """Step 4: settle a pass at its end: emit tokens, complete requests.  Returns the
         requests that completed."""
-        done = []
+        done: list = []
         self.committed_prefill_tokens += plan.committed_tokens
+        first_tokens = plan.first_tokens
         for r, before, take in plan.entries:
             if r.computed != r.seq_len:
                 continue                       # mid-prompt chunk: nothing to emit
@@ -402,157 +376,8 @@ class VllmScheduler:
             if b > 1:
                 r.computed += b - 1            # the burst's KV was taken at scheduling
                 r.burst = 1
-            if emit(r, b, end_ms, pass_idx, plan.first_tokens):
-                r.state = DONE
-                r.terminal_ms = end_ms
-                if self.role == "prefill":
-                    r.status = "prefilled"         # source held until the transfer ends
-                    self.held += 1
-                else:
-                    r.status = "completed"
-                    self._release(r)
-                done.append(r)
+            if emit(r, b, end_ms, pass_idx, first_tokens):
+                self._end(r, end_ms, done)
         if done:
-            self.running = [r for r in self.running if r.state == RUNNING]
-        return done
-
-    # -- disaggregated handoff ------------------------------------------------------------
-    def release_source(self, r: EngineRequest) -> None:
-        """Prefill side: the transfer is over, free the held prompt blocks."""
-        self._release(r)
-        self.held -= 1
-
-    def waiting_on_holds(self) -> bool:
-        """Blocks are held outside the running batch (sources awaiting their transfer,
-        destinations awaiting activation): a request that fits nowhere now may fit once
-        they move on, so an empty batch is not a dead end."""
-        return self.held > 0
-
-    def reserve(self, r: EngineRequest) -> int | None:
-        """Decode side: hold blocks for ``r``'s whole prompt, reusing the leading full
-        blocks already resident here.  Returns the number of prompt tokens that must be
-        transferred in whole blocks (``destination_missing``), or None if the pool cannot
-        supply the blocks yet (nothing is changed then)."""
-        kv, bs = self.kv, self.bs
-        plen = r.prompt_len
-        hashes = r.seq.ensure(plen // bs) if self.caching else []
-        full = plen // bs
-        resident = kv.lookup(hashes, full) if self.caching else 0
-        need = -(-plen // bs) - resident
-        if need > kv.available - kv.count_inactive(hashes[:resident]):
-            return None
-        for h in hashes[:resident]:
-            kv.acquire(h)
-        r.cached = list(hashes[:resident])
-        r.n_private = 0
-        self._grow(r, plen)
-        self.held += 1
-        return need * bs
-
-    def activate(self, r: EngineRequest) -> int:
-        """Decode side: the prompt's KV has arrived; the request waits for a pass.
-        Returns the slots this freed (none here)."""
-        self.held -= 1
-        r.transferred = True
-        r.computed = r.seq_len - 1
-        self.enqueue(r)
-        return 0
-
-    # -- coalesced decode runs ------------------------------------------------------------
-    def decode_run(self, max_passes: int = 4096):
-        """If the batch cannot change until a request completes, return the pass
-        durations of that run of pure-decode passes (numpy array, length >= 2); else None.
-
-        The batch is frozen when every running request is decoding (1 token per pass,
-        all within the budget), nothing can be admitted (waiting queue empty, or
-        ``max_num_seqs`` reached), and the pool can supply every block the run needs
-        (so nothing is preempted).  The run ends with the pass in which the first
-        request completes.  Nothing is mutated: ``commit_decode_run`` applies passes.
-        """
-        running = self.running
-        n = len(running)
-        if n == 0 or n > self.max_batched or (self.waiting and n < self.max_seqs):
-            return None
-        if self.mtp_rates:
-            return None                        # bursts vary pass by pass
-        k = max_passes
-        total = 0
-        for r in running:
-            if not r.generated or r.computed != r.seq_len - 1:
-                return None
-            left = r.max_output - r.generated
-            if left < k:
-                k = left
-            total += r.seq_len
-        if k < 2:
-            return None
-        bs = self.bs
-        avail = self.kv.available
-        # Blocks the run needs: a decoder at computed c grows to c + k tokens.
-        need = 0
-        for r in running:
-            need += -(-(r.computed + k) // bs) - (len(r.cached) + r.n_private)
-        if need > avail:
-            return None
-        active = total + n * np.arange(k, dtype=np.int64)
-        return self.timing.decode_ms_array(n, active), total
-
-    def commit_decode_run(self, durations, total: int, m: int, start: float,
-                          pass_idx0: int, passes, kv_events: list | None) -> list:
-        """Apply the first ``m`` passes of a run from ``decode_run`` (started at
-        ``start``): KV growth in the order per-pass scheduling would do it, tokens,
-        pass-log rows, completions.  Returns the completed requests."""
-        if m == 0:
-            return []
-        running = self.running
-        n = len(running)
-        bs = self.bs
-        ends = np.add.accumulate(np.concatenate(([start], durations[:m])))
-        # KV work happens only where a decoder crosses a block boundary.
-        work = []
-        for order, r in enumerate(running):
-            c = r.computed
-            j = (-c) % bs                      # first j with (c + j) % bs == 0: new block
-            while j < m:
-                work.append((j, order, r))
-                j += bs
-            j = (-(c + 1)) % bs                # first j with (c + j + 1) % bs == 0: block full
-            while j < m:
-                work.append((j, order, r))
-                j += bs
-        kv_active = np.empty(m, dtype=np.int64)
-        kv = self.kv
-        last_j = 0
-        if work:
-            work.sort(key=lambda w: (w[0], w[1]))
-            base = {id(r): r.computed for r in running}
-            for j, _, r in work:
-                if j != last_j:
-                    kv_active[last_j:j] = kv.active_blocks
-                    if kv_events is not None:
-                        for kind, h in kv.drain_events():
-                            kv_events.append((float(ends[last_j + 1]), kind, h))
-                    last_j = j
-                self._grow(r, base[id(r)] + j + 1)
-        kv_active[last_j:] = kv.active_blocks
-        if kv_events is not None:
-            for kind, h in kv.drain_events():
-                kv_events.append((float(ends[last_j + 1]), kind, h))
-        starts = ends[:-1]
-        stops = ends[1:]
-        first_end = float(stops[0])
-        last_end = float(stops[-1])
-        last_idx = pass_idx0 + m - 1
-        passes.add_run(starts, stops, n, total + n * np.arange(m, dtype=np.int64), kv_active)
-        done = []
-        for r in running:
-            r.computed += m
-            if emit_run(r, m, pass_idx0, last_idx, first_end, last_end):
-                r.state = DONE
-                r.status = "completed"
-                r.terminal_ms = last_end
-                self._release(r)
-                done.append(r)
-        if done:
-            self.running = [r for r in running if r.state == RUNNING]
+            self._drop_finished()
         return done

@@ -57,64 +57,37 @@ O(segments) per request looked at; per coalesced decode run O(running + passes).
 from __future__ import annotations
 
 from collections import deque
-
-import numpy as np
+from collections.abc import Sequence
 
 from simmodel.config import EngineConfig
+from simmodel.engine.api import PassPlan
+from simmodel.engine.base import SchedulerBase
+from simmodel.engine.emit import emit
 from simmodel.engine.lpm import cached_match, lpm_order
 from simmodel.engine.radix_cache import RadixCache
 from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
-from simmodel.engine.emit import emit, emit_run
-from simmodel.engine.scheduler import PassPlan
-from simmodel.engine.timing import TimingModel, batch_new_tokens
-from simmodel.workload.model import RunPrompt
+from simmodel.engine.role import AGGREGATED, Role
+from simmodel.engine.sglang_kv import SglangLeases, _Lease  # noqa: F401 (_Lease: tests, lpm)
+from simmodel.engine.sglang_decode import RETRACT_DECODE_STEPS, SglangDecode  # noqa: F401
+from simmodel.engine.timing import TimingModel
 
-RETRACT_DECODE_STEPS = 20    # in the new_token_ratio reset after a retraction
+class _Walk:
+    """The admission walk's running totals: ``room`` (free + evictable as it starts),
+    ``offset`` (reserved for the running and admitted requests' outputs), ``rem_input``,
+    ``rem_chunk`` (module docstring)."""
 
-
-class _Lease:
-    """A request's hold on the pool: its cached prefix (``node``, locked, ``tree`` tokens,
-    page-aligned) and its KV up to ``kv`` tokens (the part beyond ``tree`` in private
-    pages); ``prompt_segs`` its prompt as segments; ``lpm``, ``head``: lookups cached by
-    ``simmodel.engine.lpm``."""
-
-    __slots__ = ("node", "tree", "kv", "prompt_segs", "lpm", "head")
-
-    def __init__(self, root, prompt_segs):
-        self.node = root
-        self.tree = 0
-        self.kv = 0
-        self.prompt_segs = prompt_segs
-        self.lpm = self.head = None
+    __slots__ = ("room", "offset", "rem_input", "rem_chunk")
 
 
-def _prompt_segments(prompt) -> list:
-    if isinstance(prompt, RunPrompt):
-        return [(tok, -1, c) for tok, c in prompt.runs if c > 0]
-    out, left, run = [], prompt.length, prompt.run_len
-    for tok in prompt.ids:
-        if left <= 0:
-            break
-        c = run if run < left else left
-        out.append((tok, -1, c))
-        left -= c
-    return out
-
-
-class SglangScheduler:
+class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
     """Waiting queue, running batch and radix KV pool of one rank, and the rules above
-    (the interface of ``VllmScheduler`` that the worker process drives)."""
+    (the ``simmodel.engine.api.Scheduler`` interface the worker process drives)."""
 
     lpm_full_recompute = False   # tests: LPM by the original full recompute (same results)
 
     def __init__(self, engine: EngineConfig, timing: TimingModel, *, record_events: bool = False,
-                 role: str = "aggregated"):
-        self.role = role
-        self.bs = engine.effective_block_size
-        self.num_blocks = engine.num_gpu_blocks
-        self.max_seqs = engine.max_num_seqs
-        self.caching = engine.enable_prefix_caching
-        self.max_model_len = engine.max_model_len
+                 role: str | Role = AGGREGATED):
+        super().__init__(engine, timing, role)
         g = engine.sglang
         self.lpm = g.schedule_policy == "lpm"
         self.max_prefill = g.max_prefill_tokens
@@ -126,26 +99,11 @@ class SglangScheduler:
         self.ratio = self.init_ratio
         self.interval = engine.prefill_decode_interval
         self.forced_decode = 0
-        self.timing = timing
         self.kv = RadixCache(self.num_blocks, self.bs, caching=self.caching,
                              record_events=record_events)
-        self.waiting: deque[EngineRequest] = deque()
-        self.running: list[EngineRequest] = []
-        self.committed_prefill_tokens = 0
-        self.preemptions = 0
-        self.cache_hit_tokens = 0
-        self.admit_prefill = True
-        self.held = 0
         self._lease: dict[int, _Lease] = {}
 
-    # -- queue ------------------------------------------------------------------------
-    def enqueue(self, req: EngineRequest) -> None:
-        req.state = WAITING
-        self.waiting.append(req)
-
-    def has_work(self) -> bool:
-        return bool(self.running) or bool(self.waiting)
-
+    # -- queue and hooks --------------------------------------------------------------------
     def cancel(self, req: EngineRequest) -> bool:
         if req.state == WAITING and req in self.waiting:
             self.waiting.remove(req)
@@ -159,70 +117,30 @@ class SglangScheduler:
         req.status = "cancelled"
         return True
 
-    # -- tokens and leases ------------------------------------------------------------------
-    def _slots(self, lease: _Lease, kv_len: int) -> int:
-        """Private slots (whole pages) a lease holds with KV up to ``kv_len`` tokens."""
-        bs = self.bs
-        return -(-(kv_len - lease.tree) // bs) * bs
+    def rejects(self, r: EngineRequest) -> bool:
+        """A prompt ``>= max_model_len``, or one larger than the pool (which could never
+        be held; refused before the run when known then)."""
+        if self.max_model_len is not None and r.prompt_len >= self.max_model_len:
+            return True
+        return -(-r.prompt_len // self.bs) > self.num_blocks
 
-    def _get_lease(self, r: EngineRequest) -> _Lease:
-        lease = self._lease.get(r.uid)
-        if lease is None:
-            lease = _Lease(self.kv.root, _prompt_segments(r.seq.prompt))
-            self._lease[r.uid] = lease
-        return lease
+    def free_completed(self, req: EngineRequest) -> None:
+        """Its prompt and output join the tree; its private slots are freed."""
+        self._release(req, cache=True)
 
-    def _segs(self, r: EngineRequest, lease: _Lease) -> list:
-        g = r.generated
-        if not g:
-            return lease.prompt_segs
-        ids = r.seq.output_ids
-        if ids is None:
-            return lease.prompt_segs + [(-1 - r.uid, 0, g)]
-        return lease.prompt_segs + [(t, -1, 1) for t in ids[:g]]
-
-    def _grow(self, lease: _Lease, kv_len: int) -> bool:
-        need = self._slots(lease, kv_len) - self._slots(lease, lease.kv)
-        if need > 0 and not self.kv.alloc(need):
-            return False
-        lease.kv = kv_len
-        return True
-
-    def _cache(self, r: EngineRequest, lease: _Lease, upto: int) -> None:
-        """Insert r's first ``upto`` computed tokens (whole pages) into the tree and move
-        its lock to where they end."""
-        if not self.caching:
-            return
-        kv = self.kv
-        aligned = upto - upto % self.bs
-        if aligned <= lease.tree:
-            return
-        already, node = kv.insert(self._segs(r, lease), aligned, r.seq)
-        if already > lease.tree:
-            kv.free_private(already - lease.tree)     # duplicates of cached tokens
-        kv.lock(node)
-        kv.unlock(lease.node)
-        lease.node = node
-        lease.tree = aligned
-
-    def _release(self, r: EngineRequest, cache: bool) -> None:
-        """Drop r's hold on the pool (caching its computed tokens first if ``cache``)."""
-        lease = self._lease.pop(r.uid, None)
-        if lease is None:
-            return
-        if cache:
-            self._cache(r, lease, lease.kv)
-        self.kv.free_private(self._slots(lease, lease.kv))
-        self.kv.unlock(lease.node)
+    def choose_victim(self, candidates: Sequence[EngineRequest]) -> EngineRequest:
+        """Retraction: the request with the fewest generated tokens (ties: running order;
+        measured, the prompt length does not matter)."""
+        return min(candidates, key=_generated)
 
     # -- one pass -----------------------------------------------------------------------
     def schedule(self, now: float) -> PassPlan:
         """Form the next pass at time ``now`` (mutates queues and the pool)."""
         plan = PassPlan()
-        if self.role == "decode" and self.waiting:
+        if self.role.receives_prompts and self.waiting:
             self._admit_transferred(now)
         if not (self.forced_decode > 0 and self.running):
-            self._prefill(now, plan)
+            self.admit_waiting(now, plan, self.max_prefill)
         if plan.entries:
             if self.interval:
                 self.forced_decode = self.interval
@@ -251,13 +169,6 @@ class SglangScheduler:
                 keep.append(r)
         self.waiting = keep
 
-    def _rejects(self, r: EngineRequest) -> bool:
-        """A prompt ``>= max_model_len``, or one larger than the pool (which could never
-        be held; refused before the run when known then)."""
-        if self.max_model_len is not None and r.prompt_len >= self.max_model_len:
-            return True
-        return -(-r.prompt_len // self.bs) > self.num_blocks
-
     def _match(self, r: EngineRequest, lease: _Lease) -> tuple:
         """The admission walk's lookup of a fresh request (the LPM memo, same result)."""
         if self.lpm_full_recompute:
@@ -272,93 +183,35 @@ class SglangScheduler:
         r = self.waiting.popleft()
         self._release(r, cache=False)
         r.computed = 0
-        r.state = DONE
-        r.status = "rejected"
-        plan.rejected.append(r)
+        self._reject(r, plan)
 
-    def _prefill(self, now: float, plan: PassPlan) -> None:
-        """The admission walk (module docstring); fills ``plan`` if a batch forms."""
+    def admit_waiting(self, now: float, plan: PassPlan, budget: int) -> int:
+        """The admission walk (module docstring) with ``budget`` = ``max_prefill_tokens``;
+        fills ``plan`` if a batch forms.  Returns the input budget left."""
         waiting = self.waiting
         if not waiting:
-            return
+            return budget
         n_run = len(self.running)
         if n_run >= self.max_seqs:
-            return
-        kv = self.kv
-        bs = self.bs
-        clip = self.clip
-        ratio = self.ratio
-        offset = 0.0
-        for r in self.running:
-            left = r.max_output - r.generated
-            offset += (left if left < clip else clip) * ratio
-        rem_input = self.max_prefill
-        rem_chunk = self.chunk
+            return budget
+        walk = _Walk()
+        walk.offset = self._reserved_offset()
+        walk.rem_input = budget
+        walk.rem_chunk = self.chunk
         if self.lpm and self.caching:
             lpm_order(self)
             waiting = self.waiting
         entries = plan.entries
-        room = kv.free_tokens + kv.evictable          # as the walk starts (locks below do not count)
+        kv = self.kv
+        walk.room = kv.free_tokens + kv.evictable   # as the walk starts (locks below do not count)
         for r in waiting:                      # (stops at the first that fails)
             if n_run + len(entries) >= self.max_seqs:
                 break
-            if r.admissions == 0 and self._rejects(r):
-                r.state = DONE
-                r.status = "rejected"
-                plan.rejected.append(r)
+            if r.admissions == 0 and self.rejects(r):
+                self._reject(r, plan)
                 continue
-            lease = self._get_lease(r)
-            seq_len = r.seq_len
-            if r.computed:
-                # a chunked prompt continues where it stopped (no new prefix match)
-                hit, node, start = 0, lease.node, r.computed
-            else:
-                hit, node = self._match(r, lease)
-                start = hit
-            extend = seq_len - start
-            partial = extend > rem_chunk
-            take = rem_chunk // bs * bs if partial else extend
-            if take <= 0:
-                break
-            charged = -(-take // bs) * bs
-            left = r.max_output - r.generated
-            out = 0 if partial else (left if left < clip else clip)
-            if not (charged + out < room - offset
-                    and charged <= rem_input and charged <= rem_chunk):
-                break
-            # hold the prefix; the new slots must then still be obtainable
-            fresh = r.computed == 0
-            kv.lock(node, touch=True)
-            base = hit if fresh else lease.tree
-            need = -(-(start + take - base) // bs) * bs - (
-                0 if fresh else self._slots(lease, lease.kv))
-            if need > kv.free_tokens + kv.evictable:
-                kv.unlock(node)
-                break
-            if fresh:
-                kv.free_private(self._slots(lease, lease.kv))
-                kv.unlock(lease.node)
-                lease.node, lease.tree, lease.kv = node, hit, hit
-            else:
-                kv.unlock(node)
-            # its slots are taken now (evicting): later requests match what is left
-            self._grow(lease, start + take)
-            offset += charged + out
-            rem_input -= charged
-            rem_chunk -= charged
-            entries.append((r, start, take))
-            if r.computed == 0:
-                # a (re)admission, not the continuation of a chunked prompt
-                if r.admissions == 0:
-                    r.first_admit_ms = now
-                    r.first_reused = hit
-                if hit > r.reused:
-                    r.reused = hit
-                self.cache_hit_tokens += hit
-                r.admissions += 1
-            r.computed = start + take
-            r.pass_take = take
-            if partial:
+            partial = self._admit_one(r, now, walk, entries)
+            if partial is None or partial:
                 break
         for r in plan.rejected:
             waiting.remove(r)
@@ -366,65 +219,81 @@ class SglangScheduler:
         for _ in entries:
             waiting.popleft()
         plan.admitted = len(entries)
+        return walk.rem_input
 
-    def _step_need(self, reqs) -> int:
-        """Slots one decode step of ``reqs`` takes: a page for each request whose
-        private pages are full."""
+    def _reserved_offset(self) -> float:
+        """Σ over running requests of min(output left, clip) × new_token_ratio."""
+        clip = self.clip
+        ratio = self.ratio
+        offset = 0.0
+        for r in self.running:
+            left = r.max_output - r.generated
+            offset += (left if left < clip else clip) * ratio
+        return offset
+
+    def _admit_one(self, r: EngineRequest, now: float, walk: _Walk, entries: list):
+        """One step of the walk: admit ``r`` (its prefix matched, its chunk sized and
+        charged) if it fits.  None if it does not (the walk stops); else whether its
+        chunk is partial (the walk stops after it)."""
         bs = self.bs
-        if bs == 1:
-            return len(reqs)
-        lease = self._lease
-        n = 0
-        for r in reqs:
-            q = lease[r.uid]
-            if (q.kv - q.tree) % bs == 0:
-                n += 1
-        return n * bs
-
-    def _decode(self, plan: PassPlan) -> None:
-        """A decode step of the whole running batch (retracting first if it does not
-        fit)."""
-        running = self.running
-        if not running:
-            return
-        kv = self.kv
-        if len(running) > 1 and kv.free_tokens + kv.evictable < self._step_need(running):
-            self._retract(plan)
+        lease = self._get_lease(r)
+        if r.computed:
+            # a chunked prompt continues where it stopped (no new prefix match)
+            hit, node, start = 0, lease.node, r.computed
         else:
-            self.ratio = max(self.ratio - self.decay, self.min_ratio)
-        # one slot more for each (a page when its pages are full), taken at once; a
-        # lone request may find none left and then goes without
-        running = self.running
-        grow = kv.alloc(self._step_need(running))
-        lease = self._lease
-        entries = plan.entries
-        for r in running:
-            if grow:
-                lease[r.uid].kv += 1
-            entries.append((r, r.seq_len - 1, 1))
+            hit, node = self._match(r, lease)
+            start = hit
+        extend = r.seq_len - start
+        partial = extend > walk.rem_chunk
+        take = walk.rem_chunk // bs * bs if partial else extend
+        if take <= 0:
+            return None
+        charged = -(-take // bs) * bs
+        clip = self.clip
+        left = r.max_output - r.generated
+        out = 0 if partial else (left if left < clip else clip)
+        if not (charged + out < walk.room - walk.offset
+                and charged <= walk.rem_input and charged <= walk.rem_chunk):
+            return None
+        if not self._hold(r, lease, node, hit, start + take):
+            return None
+        walk.offset += charged + out
+        walk.rem_input -= charged
+        walk.rem_chunk -= charged
+        entries.append((r, start, take))
+        if r.computed == 0:
+            # a (re)admission, not the continuation of a chunked prompt
+            if r.admissions == 0:
+                r.first_admit_ms = now
+                r.first_reused = hit
+            if hit > r.reused:
+                r.reused = hit
+            self.cache_hit_tokens += hit
+            r.admissions += 1
+        r.computed = start + take
+        r.pass_take = take
+        return partial
 
-    def _retract(self, plan: PassPlan) -> None:
-        """Decode out of memory: retract the request with the fewest generated tokens
-        (ties: running order; measured, the prompt length does not matter) until the
-        step fits or one request is left.  Its computed tokens are cached; it goes to
-        the back of the queue and recomputes later.  ``new_token_ratio`` is reset."""
-        kv = self.kv
-        order = deque(sorted(self.running, key=lambda r: r.generated))
-        retracted = []
-        while len(order) > 1 and kv.free_tokens + kv.evictable < self._step_need(order):
-            v = order.popleft()
-            self._release(v, cache=True)
-            v.computed = 0
-            v.state = WAITING
-            retracted.append(v)
-            self.preemptions += 1
-        keep = {id(r) for r in order}
-        self.running = [r for r in self.running if id(r) in keep]
-        self.waiting.extend(retracted)
-        plan.preempted = True
-        decoded = sum(r.generated for r in self.running)
-        max_new = sum(r.max_output for r in self.running)
-        self.ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(self.running)) / (max_new + 1))
+    def _hold(self, r: EngineRequest, lease: _Lease, node, hit: int, upto: int) -> bool:
+        """Hold ``r``'s prefix (``node``, ``hit`` tokens for a fresh request) and take the
+        slots up to ``upto`` tokens at once (evicting: later requests match what is
+        left); False (nothing held) if the new slots cannot then be had."""
+        kv, bs = self.kv, self.bs
+        fresh = r.computed == 0
+        kv.lock(node, touch=True)
+        base = hit if fresh else lease.tree
+        need = -(-(upto - base) // bs) * bs - (0 if fresh else self._slots(lease, lease.kv))
+        if need > kv.free_tokens + kv.evictable:
+            kv.unlock(node)
+            return False
+        if fresh:
+            kv.free_private(self._slots(lease, lease.kv))
+            kv.unlock(lease.node)
+            lease.node, lease.tree, lease.kv = node, hit, hit
+        else:
+            kv.unlock(node)
+        self._grow(lease, upto)
+        return True
 
     def _cost(self, plan: PassPlan) -> None:
         """Duration: P over the prefill entries (integer-mean aggregation of §2.1) or D
@@ -439,16 +308,7 @@ class SglangScheduler:
             n += 1
             s_isl += before + take            # recomputed generated tokens are charged too
             s_pfx += before
-        plan.num_prefill = n
-        plan.num_decode = n_dec
-        plan.decode_tokens = dec_tokens
-        plan.committed_tokens = committed
-        if n:
-            plan.prefill_tokens = batch_new_tokens(n, s_isl, s_pfx)
-        timing = self.timing
-        role = self.role
-        plan.duration_ms = ((timing.prefill_ms(n, s_isl, s_pfx) if role != "decode" else 0.0)
-                            + (timing.decode_ms(n_dec, dec_tokens) if role != "prefill" else 0.0))
+        self._charge(plan, n, s_isl, s_pfx, n_dec, dec_tokens, committed)
 
     def finish(self, plan: PassPlan, end_ms: float, pass_idx: int) -> list[EngineRequest]:
         """Settle a pass at its end: prompts computed in it are cached, their requests
@@ -457,29 +317,19 @@ class SglangScheduler:
         (their tokens are cached, their slots released).  Returns the completed ones."""
         if not plan.num_prefill:
             return self._finish_decode(plan, end_ms, pass_idx)
-        done = []
+        done: list = []
         self.committed_prefill_tokens += plan.committed_tokens
         promoted = []
         chunked = []
-        # The token a completed prompt emits needs a slot if the request goes on
-        # decoding; the slots are taken before any prompt is cached (measured: before
-        # duplicate prompt tokens return to the pool).  With none left (a re-admission
-        # whose locked prefix took the last evictable slots) it emits nothing now and
-        # decodes in a later pass.
-        mute = set()
-        for r, before, take in plan.entries:
-            if (r.state == WAITING and r.computed == r.seq_len
-                    and r.generated + 1 < r.max_output):
-                lease = self._lease[r.uid]
-                if not self._grow(lease, lease.kv + 1):
-                    mute.add(id(r))
+        mute = self._first_token_slots(plan)
+        holds_source = self.role.holds_source
         for r, before, take in plan.entries:
             r.pass_take = 0
             lease = self._lease[r.uid]
             if r.state == WAITING:
                 # a prefill: its computed tokens join the tree (a prefill worker's
                 # finished prompt only when its source is released -- measured)
-                if not (self.role == "prefill" and r.computed == r.seq_len):
+                if not (holds_source and r.computed == r.seq_len):
                     self._cache(r, lease, r.computed)
                 if r.computed < r.seq_len:
                     chunked.append(r)          # mid-prompt chunk: back to the head
@@ -490,15 +340,7 @@ class SglangScheduler:
             finished = emit(r, 1, end_ms, pass_idx, plan.first_tokens)
             r.computed = r.seq_len
             if finished:
-                r.state = DONE
-                r.terminal_ms = end_ms
-                if self.role == "prefill":
-                    r.status = "prefilled"
-                    self.held += 1
-                else:
-                    r.status = "completed"
-                    self._release(r, cache=True)
-                done.append(r)
+                self._end(r, end_ms, done)
         for r in reversed(chunked):
             self.waiting.appendleft(r)
         for r in promoted:
@@ -506,168 +348,37 @@ class SglangScheduler:
                 r.state = RUNNING
                 self.running.append(r)
         if done:
-            self.running = [r for r in self.running if r.state == RUNNING]
+            self._drop_finished()
         return done
+
+    def _first_token_slots(self, plan: PassPlan) -> set:
+        """The token a completed prompt emits needs a slot if the request goes on
+        decoding; the slots are taken before any prompt is cached (measured: before
+        duplicate prompt tokens return to the pool).  With none left (a re-admission
+        whose locked prefix took the last evictable slots) it emits nothing now and
+        decodes in a later pass: the ids of those requests."""
+        mute = set()
+        for r, before, take in plan.entries:
+            if (r.state == WAITING and r.computed == r.seq_len
+                    and r.generated + 1 < r.max_output):
+                lease = self._lease[r.uid]
+                if not self._grow(lease, lease.kv + 1):
+                    mute.add(id(r))
+        return mute
 
     def _finish_decode(self, plan: PassPlan, end_ms: float, pass_idx: int) -> list:
         """``finish`` for a decode pass (the hot path: one token per running request)."""
-        done = []
+        done: list = []
         first_tokens = plan.first_tokens
         for r, _, _ in plan.entries:
             finished = emit(r, 1, end_ms, pass_idx, first_tokens)   # decode role: may be
             r.computed = r.seq_len                                   # its first token
             if finished:
-                r.state = DONE
-                r.terminal_ms = end_ms
-                r.status = "completed"
-                self._release(r, cache=True)
-                done.append(r)
+                self._complete(r, end_ms, done)
         if done:
-            self.running = [r for r in self.running if r.state == RUNNING]
+            self._drop_finished()
         return done
 
-    # -- disaggregated handoff --------------------------------------------------------------
-    def release_source(self, r: EngineRequest) -> None:
-        """Prefill side: the transfer is over; the held prompt joins the tree (measured:
-        not before) and its slots become evictable."""
-        self._release(r, cache=True)
-        self.held -= 1
 
-    def waiting_on_holds(self) -> bool:
-        """Slots are held outside the running batch (sources awaiting their transfer,
-        reserved destinations): an empty pass is not a dead end."""
-        return self.held > 0
-
-    def reserve(self, r: EngineRequest) -> int | None:
-        """Decode side: hold slots for ``r``'s whole prompt, reusing the cached prefix
-        resident here.  Returns the prompt tokens that must be transferred (whole
-        pages), or None if the pool cannot supply the slots yet (nothing changes)."""
-        kv = self.kv
-        lease = self._get_lease(r)
-        plen = r.prompt_len
-        hit, node = kv.match(lease.prompt_segs, plen)
-        kv.lock(node)
-        need = -(-(plen - hit) // self.bs) * self.bs
-        if need > kv.free_tokens + kv.evictable:
-            kv.unlock(node)
-            del self._lease[r.uid]
-            return None
-        lease.node, lease.tree, lease.kv = node, hit, hit
-        self._grow(lease, plen)
-        self.held += 1
-        return need
-
-    def unreserve(self, r: EngineRequest) -> None:
-        """Decode side: the prefill of a reserved request was rejected; its slots are
-        freed (nothing was transferred into them, so nothing joins the tree)."""
-        self._release(r, cache=False)
-        self.held -= 1
-
-    def activate(self, r: EngineRequest) -> int:
-        """Decode side: the prompt's KV has arrived; the request decodes from the next
-        pass on (it joins the running batch when that pass is formed).  Measured: the
-        arrived prompt joins this worker's radix tree at once, so the pages it shares
-        with prompts cached here since its reservation (another transferred prompt, a
-        completed request) return to the pool.  Returns the slots so freed."""
-        self.held -= 1
-        r.transferred = True
-        r.computed = r.seq_len
-        lease = self._lease.get(r.uid)
-        free_before = self.kv.free_tokens
-        if lease is not None:
-            self._cache(r, lease, lease.kv)
-        self.enqueue(r)
-        return self.kv.free_tokens - free_before
-
-    # -- coalesced decode runs ------------------------------------------------------------
-    def decode_run(self, max_passes: int = 4096):
-        """If the batch cannot change until a request completes, the pass durations of
-        that run of pure-decode passes (numpy array, length >= 2) and the decoders'
-        total length; else None.
-
-        Frozen means: no prefill can form (nothing waits, or the running batch is at
-        ``max_num_seqs``), and the pool can supply every slot the run needs (so
-        nothing is retracted).  The run ends with the pass in which the first request
-        completes.  Nothing is mutated: ``commit_decode_run`` applies passes."""
-        running = self.running
-        n = len(running)
-        if n == 0 or self.role == "prefill" or (self.waiting and n < self.max_seqs):
-            return None
-        k = max_passes
-        total = 0
-        for r in running:
-            left = r.max_output - r.generated
-            if left < k:
-                k = left
-            total += r.seq_len
-        if k < 2:
-            return None
-        lease = self._lease
-        need = 0
-        for r in running:
-            q = lease[r.uid]
-            need += self._slots(q, q.kv + k) - self._slots(q, q.kv)
-        if need > self.kv.free_tokens + self.kv.evictable:
-            return None
-        active = total + n * np.arange(k, dtype=np.int64)
-        return self.timing.decode_ms_array(n, active), total
-
-    def commit_decode_run(self, durations, total: int, m: int, start: float,
-                          pass_idx0: int, passes, kv_events: list | None) -> list:
-        """Apply the first ``m`` passes of a run from ``decode_run`` (started at
-        ``start``): slots taken pass by pass (evicting as per-pass scheduling would),
-        ``new_token_ratio`` decayed once per pass, tokens, pass-log rows, completions.
-        Returns the completed requests."""
-        if m == 0:
-            return []
-        running = self.running
-        n = len(running)
-        bs = self.bs
-        kv = self.kv
-        lease = self._lease
-        ends = np.add.accumulate(np.concatenate(([start], durations[:m])))
-        # slots per pass: a page for each request whose private pages are full
-        per_pass = np.zeros(m, dtype=np.int64)
-        for r in running:
-            q = lease[r.uid]
-            j = (-(q.kv - q.tree)) % bs          # first pass j where it needs a page
-            if j < m:
-                per_pass[j::bs] += bs
-        kv_active = np.empty(m, dtype=np.int64)
-        ratio, decay, floor = self.ratio, self.decay, self.min_ratio
-        for j in range(m):
-            if per_pass[j]:
-                kv.alloc(int(per_pass[j]))
-                if kv_events is not None:
-                    for ev in kv.drain_events():
-                        kv_events.append((float(ends[j + 1]),) + ev)
-            kv_active[j] = kv.active_blocks
-            ratio = ratio - decay
-            if ratio < floor:
-                ratio = floor
-        self.ratio = ratio
-        self.forced_decode = max(0, self.forced_decode - m)
-        for r in running:
-            lease[r.uid].kv += m
-        starts = ends[:-1]
-        stops = ends[1:]
-        first_end = float(stops[0])
-        last_end = float(stops[-1])
-        last_idx = pass_idx0 + m - 1
-        passes.add_run(starts, stops, n, total + n * np.arange(m, dtype=np.int64), kv_active)
-        done = []
-        for r in running:
-            finished = emit_run(r, m, pass_idx0, last_idx, first_end, last_end)
-            r.computed = r.seq_len
-            if finished:
-                r.state = DONE
-                r.status = "completed"
-                r.terminal_ms = last_end
-                self._release(r, cache=True)
-                done.append(r)
-        if done:
-            self.running = [r for r in running if r.state == RUNNING]
-            if kv_events is not None:
-                for ev in kv.drain_events():
-                    kv_events.append((last_end,) + ev)
-        return done
+def _generated(r: EngineRequest) -> int:
+    return r.generated

@@ -12,12 +12,14 @@ tables, external providers) implement the same two methods.
 """
 from __future__ import annotations
 
-import math
 from typing import Protocol
 
 import numpy as np
 
 from simmodel.config import EngineConfig
+from simmodel.engine.clock import (  # noqa: F401 (re-exported: the models' shared helpers)
+    batch_new_tokens, div_ns, div_ns_array, duration_ns, duration_ns_array, speedup_divisor)
+from simmodel.engine.timing_table import TableTiming
 
 # Reference §2.1 / §2.2 coefficients (ms).
 P2, P1, P0 = 4.209989e-07, 1.518344e-02, 16.50142
@@ -37,88 +39,10 @@ def decode_poly_ms(active_tokens: int, capacity_tokens: int) -> float:
     return max(1.0, D2 * x * x + D1 * x + D0)
 
 
-def batch_new_tokens(n: int, sum_isl: int, sum_prefix: int) -> int:
-    """The batch's new prompt tokens with the reference's integer-mean aggregation."""
-    if n == 0:
-        return 0
-    return n * (sum_isl // n - sum_prefix // n)
-
-
-# -- the reference's clock -------------------------------------------------------------
-# The reference keeps durations as Rust ``Duration``s (whole nanoseconds): a modelled time
-# in ms becomes ``Duration::from_secs_f64(ms / 1000)`` and a speed-up is applied with
-# ``Duration::div_f64``.  Both round the *exact* binary value of their f64 argument to the
-# nearest nanosecond (ties to even), so a half-nanosecond is decided by the last bit of
-# the f64 (P(8188)/2 = 84524300.5 ns lands on 84524300).  These helpers reproduce that
-# exactly: the float guess is checked with integer arithmetic when it is near a tie.
-
-_TIE_WINDOW = 1e-6      # ns; beyond it the float product decides the rounding safely
-
-
-def _exact_round_ns(x_s: float) -> int:
-    """Nearest whole nanosecond of the exact value of the double ``x_s`` seconds."""
-    num, den = x_s.as_integer_ratio()
-    q, r = divmod(num * 1_000_000_000, den)
-    if 2 * r > den or (2 * r == den and q & 1):
-        q += 1
-    return q
-
-
-def _round_ns(x_s: float) -> int:
-    z = x_s * 1e9
-    n = math.floor(z + 0.5)
-    if abs(z - math.floor(z) - 0.5) < _TIE_WINDOW:
-        return _exact_round_ns(x_s)
-    return n
-
-
-def _as_secs_f64(ns: int) -> float:
-    return (ns // 1_000_000_000) + (ns % 1_000_000_000) / 1e9
-
-
-def duration_ns(ms: float) -> int:
-    """``Duration::from_secs_f64(ms / 1000)`` in nanoseconds."""
-    return _round_ns(ms / 1000.0)
-
-
-def div_ns(ns: int, ratio: float) -> int:
-    """``Duration::div_f64(ratio)`` of a duration of ``ns`` nanoseconds."""
-    if ratio == 1.0:
-        return ns
-    return _round_ns(_as_secs_f64(ns) / ratio)
-
-
-def _round_ns_array(x_s: np.ndarray) -> np.ndarray:
-    z = x_s * 1e9
-    n = np.floor(z + 0.5)
-    near = np.abs(z - np.floor(z) - 0.5) < _TIE_WINDOW
-    if near.any():
-        for i in np.flatnonzero(near):
-            n[i] = _exact_round_ns(float(x_s[i]))
-    return n
-
-
-def duration_ns_array(ms: np.ndarray) -> np.ndarray:
-    return _round_ns_array(ms / 1000.0)
-
-
-def div_ns_array(ns: np.ndarray, ratio: float) -> np.ndarray:
-    if ratio == 1.0:
-        return ns
-    whole = np.floor(ns / 1e9)
-    secs = whole + (ns - whole * 1e9) / 1e9
-    return _round_ns_array(secs / ratio)
-
-
 class TimingModel(Protocol):
     def prefill_ms(self, n: int, sum_isl: int, sum_prefix: int) -> float: ...
     def decode_ms(self, n: int, active_tokens: int) -> float: ...
     def decode_ms_array(self, n: int, active_tokens: np.ndarray) -> np.ndarray: ...
-
-
-def _ratio(r: float) -> float:
-    # Offline replay leaves durations unchanged for a ratio of 0 (reference §1).
-    return r if r > 0 else 1.0
 
 
 class PolynomialTiming:
@@ -127,10 +51,10 @@ class PolynomialTiming:
 
     def __init__(self, engine: EngineConfig):
         self.capacity = engine.kv_capacity_tokens
-        self.prefill_scale = _ratio(engine.speedup_ratio)
+        self.prefill_scale = speedup_divisor(engine.speedup_ratio)
         # decode: divided by the product of the ratios; a product of 0 leaves it unscaled
         # (measured: speed-ups (2, 0) and (0, 3) both leave decode as it is)
-        self.decode_scale = _ratio(engine.speedup_ratio * engine.decode_speedup_ratio)
+        self.decode_scale = speedup_divisor(engine.speedup_ratio * engine.decode_speedup_ratio)
 
     def prefill_ms(self, n: int, sum_isl: int, sum_prefix: int) -> float:
         t = batch_new_tokens(n, sum_isl, sum_prefix)
@@ -157,9 +81,9 @@ class FixedTiming:
 
     def __init__(self, engine: EngineConfig):
         tm = engine.timing_model
-        self.p = duration_ns(tm.prefill_ms / _ratio(engine.speedup_ratio)) / 1e6
-        self.d = duration_ns(tm.decode_ms / _ratio(engine.speedup_ratio
-                                                   * engine.decode_speedup_ratio)) / 1e6
+        self.p = duration_ns(tm.prefill_ms / speedup_divisor(engine.speedup_ratio)) / 1e6
+        self.d = duration_ns(tm.decode_ms / speedup_divisor(engine.speedup_ratio
+                                                            * engine.decode_speedup_ratio)) / 1e6
 
     def prefill_ms(self, n: int, sum_isl: int, sum_prefix: int) -> float:
         return self.p if n > 0 else 0.0
@@ -178,6 +102,5 @@ def make_timing(engine: EngineConfig) -> TimingModel:
     if kind == "fixed":
         return FixedTiming(engine)
     if kind == "table":
-        from simmodel.engine.timing_table import TableTiming   # it imports this module
         return TableTiming(engine)
     raise ValueError(f"unknown timing model {kind!r}")

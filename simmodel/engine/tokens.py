@@ -1,10 +1,11 @@
 """Token sequences and their chained block hashes, without materialising tokens.
 
 A request's sequence is its prompt (runs of repeated token ids, see
-``simmodel.workload.model.Prompt``) followed by the tokens it generates.  The KV cache
-identifies a full block of ``block_size`` tokens by a *sequence hash*: a hash of the
-parent block's sequence hash and the block's own content, so equal prefixes give equal
-chains (reference §4).  Block content is described by segments instead of token lists:
+``simmodel.workload.model.Prompt``, or explicit runs, ``simmodel.engine.prompts.RunPrompt``)
+followed by the tokens it generates.  The KV cache identifies a full block of
+``block_size`` tokens by a *sequence hash*: a hash of the parent block's sequence hash and
+the block's own content, so equal prefixes give equal chains (reference §4).  Block
+content is described by segments instead of token lists:
 
 * ``(token_id, count)`` for a stretch of one repeated prompt token;
 * ``(OUT, uid, first, count)`` for generated tokens ``first..first+count-1`` of request
@@ -19,7 +20,7 @@ from typing import Optional, Sequence
 
 from bisect import bisect_right
 
-from simmodel.workload.model import RunPrompt
+from simmodel.engine.prompts import RunPrompt
 
 ROOT = 1337     # parent "hash" of a sequence's first block
 OUT = -1        # marker of a generated-token segment

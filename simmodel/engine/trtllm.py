@@ -36,9 +36,13 @@ passes even with requests waiting.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from simmodel.config import EngineConfig
-from simmodel.engine.request import DONE, EngineRequest
-from simmodel.engine.scheduler import PassPlan, VllmScheduler
+from simmodel.engine.api import PassPlan
+from simmodel.engine.request import EngineRequest
+from simmodel.engine.role import AGGREGATED, Role, role_of
+from simmodel.engine.scheduler import VllmScheduler
 from simmodel.engine.timing import TimingModel
 
 
@@ -50,8 +54,8 @@ class TrtllmScheduler(VllmScheduler):
     """``VllmScheduler`` with guaranteed-no-evict admission and no preemption."""
 
     def __init__(self, engine: EngineConfig, timing: TimingModel, *, record_events: bool = False,
-                 role: str = "aggregated", **kwargs):
-        if role != "aggregated":
+                 role: str | Role = AGGREGATED, **kwargs):
+        if role_of(role) is not AGGREGATED:
             raise ValueError("the trtllm backend has no disaggregated mode")
         super().__init__(engine, timing, record_events=record_events, role=role, **kwargs)
         self.pool_tokens = self.num_blocks * self.bs
@@ -68,7 +72,8 @@ class TrtllmScheduler(VllmScheduler):
             req.max_output = room
         super().enqueue(req)
 
-    def _rejects(self, r: EngineRequest) -> bool:
+    def rejects(self, r: EngineRequest) -> bool:
+        """A prompt as long as the pool (or ``max_model_len``) or longer."""
         return r.prompt_len >= self.len_limit
 
     # -- reservations -----------------------------------------------------------------
@@ -100,7 +105,9 @@ class TrtllmScheduler(VllmScheduler):
         return fits, hit_blocks, hit_hashes
 
     # -- admission --------------------------------------------------------------------
-    def _admit(self, now: float, plan: PassPlan, budget: int) -> int:
+    def admit_waiting(self, now: float, plan: PassPlan, budget: int) -> int:
+        """FCFS admission of heads whose footprint fits with what the running requests
+        still owe (module doc); a head that does not fit stops it (head-of-line)."""
         waiting, running = self.waiting, self.running
         owed = self.owed() if waiting else 0
         spent = False                         # a request was admitted with no budget left
@@ -108,11 +115,9 @@ class TrtllmScheduler(VllmScheduler):
             if not self.admit_prefill:
                 break                         # attention DP: not a prefill step
             r = waiting[0]
-            if self._rejects(r):
+            if self.rejects(r):
                 waiting.popleft()
-                r.state = DONE
-                r.status = "rejected"         # terminal time: the pass end (worker)
-                plan.rejected.append(r)
+                self._reject(r, plan)
                 continue                      # (even with the budget spent)
             fits, hit_blocks, hit_hashes = self._head_fits(r, owed)
             hit = hit_blocks * self.bs
@@ -144,26 +149,17 @@ class TrtllmScheduler(VllmScheduler):
             budget -= take
         return budget
 
-    def _preempt(self, v: EngineRequest, plan: PassPlan) -> int:
+    def choose_victim(self, candidates: Sequence[EngineRequest]) -> EngineRequest:
+        """None may be chosen: guaranteed-no-evict reserved every running request's KV at
+        admission, so a pass that needs a victim is a modelling error."""
+        v = super().choose_victim(candidates)
         raise NoEvictViolation(
             f"request {v.session_id!r} turn {v.turn_index}: GUARANTEED_NO_EVICT would have "
             "to preempt; the admission reservation under-counted the KV demand")
 
     # -- coalesced decode runs --------------------------------------------------------
-    def decode_run(self, max_passes: int = 4096):
-        """As ``VllmScheduler.decode_run``, and also while requests wait if the head does
-        not fit: that cannot change before a running request completes (module doc)."""
-        waiting = self.waiting
-        if not waiting or len(self.running) >= self.max_seqs:
-            return super().decode_run(max_passes)
-        head = waiting[0]
-        if self._rejects(head) or self._head_fits(head, self.owed())[0]:
-            return None
-        self.waiting = _EMPTY
-        try:
-            return super().decode_run(max_passes)
-        finally:
-            self.waiting = waiting
-
-
-_EMPTY: tuple = ()
+    def waiting_blocked(self) -> bool:
+        """The head does not fit: that cannot change before a running request completes
+        (module doc), so a decode run may be coalesced while requests wait."""
+        head = self.waiting[0]
+        return not (self.rejects(head) or self._head_fits(head, self.owed())[0])

@@ -30,13 +30,7 @@ class Prompt:
                 f"input_length {self.length} exceeds {len(self.ids)} blocks x {self.run_len} tokens")
 
 
-@dataclass(frozen=True, slots=True)
-class RunPrompt:
-    """Token content as explicit runs ``(token_id, count)`` (adjacent runs may repeat an
-    id); used for prompts built during the run (delta-cumulative sessions)."""
-
-    runs: tuple[tuple[int, int], ...]
-    length: int
+from simmodel.engine.prompts import RunPrompt  # noqa: E402,F401 (the engine owns it)
 
 
 @dataclass(frozen=True, slots=True)
