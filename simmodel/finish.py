@@ -69,8 +69,8 @@ def worker_record(w) -> WorkerRecord:
         last_end_ms=w.passes.end[-1] if len(w.passes) else None,
         created_ms=w.created_ms, removed_ms=w.removed_ms,
         committed_prefill_tokens=sched.committed_prefill_tokens,
-        mtp_emissions=getattr(sched, "mtp_emissions", 0),
-        mtp_tokens=getattr(sched, "mtp_tokens", 0),
+        mtp_emissions=sched.mtp_emissions,
+        mtp_tokens=sched.mtp_tokens,
         kv_events=list(w.kv_events))
 
 

@@ -72,16 +72,21 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
     check_schedulable(workload, scenario, first)
     env = PhasedEnvironment()
     record = scenario.run.record_kv_events
-    rcfg = cl.router
     concurrency = scenario.workload.concurrency
     # The config refuses it for an agentic trace; this catches a graph workload built in Python.
     if concurrency is not None and workload.kind != "sessions":
         raise UserError(f"{scenario.source or 'scenario'}: workload.concurrency: not supported "
                         f"for format {scenario.workload.format!r} (agentic workloads)")
-    if cl.disaggregated:
-        return _build_disaggregated(scenario, env, workload, streams, concurrency, record,
-                                    scaling_policy)
+    build_pools = _build_disaggregated if cl.disaggregated else _build_aggregated
+    return build_pools(scenario, env, workload, streams, concurrency, record, scaling_policy)
+
+
+def _build_aggregated(scenario, env, workload, streams, concurrency, record,
+                      scaling_policy) -> Cluster:
+    """One pool of workers behind the router of ``cluster.router``."""
+    cl = scenario.cluster
     eng = cl.engine
+    bs, rcfg = eng.effective_block_size, cl.router
     timing = make_timing(eng)
     workers: list[Worker] = []
     router = make_router(rcfg, env, workers, block_size=bs,
@@ -148,6 +153,19 @@ def _start_planner(env, policy, pools: dict, driver: Driver) -> Planner:
     return planner
 
 
+def _pool_routers(cl, env, handoff: Handoff, streams: Streams):
+    """Give ``handoff`` the pools' routers of ``cl.router`` (it has round robins by
+    default); returns the router prefill workers publish KV events to, or None."""
+    routers = make_pool_routers(cl.router, env, handoff.prefill_workers, handoff.workers,
+                                block_size=cl.prefill.engine.effective_block_size,
+                                prefill_budget=cl.prefill.engine.max_num_batched_tokens,
+                                decode_budget=cl.decode.engine.max_num_batched_tokens,
+                                streams=streams)
+    if routers is not None:
+        handoff.prefill_router, handoff.decode_router = routers
+    return handoff.prefill_router if handoff.prefill_router.needs_kv_events else None
+
+
 def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
                          scaling_policy=None) -> Cluster:
     """Prefill pool + decode pool behind the handoff (round robin per pool)."""
@@ -163,14 +181,7 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
                     max_model_len=cl.decode.engine.max_model_len, concurrency=concurrency,
                     output_rng=streams["output_tokens"])
     handoff.notify_done = driver.on_done
-    routers = make_pool_routers(cl.router, env, prefill_workers, decode_workers,
-                                block_size=cl.prefill.engine.effective_block_size,
-                                prefill_budget=cl.prefill.engine.max_num_batched_tokens,
-                                decode_budget=cl.decode.engine.max_num_batched_tokens,
-                                streams=streams)
-    if routers is not None:
-        handoff.prefill_router, handoff.decode_router = routers
-    publisher = handoff.prefill_router if handoff.prefill_router.needs_kv_events else None
+    publisher = _pool_routers(cl, env, handoff, streams)
     formation = BatchFormation()            # shared by the cluster's workers
     notifies = {"prefill": handoff.on_prefill_done, "decode": handoff.on_decode_done}
     pools = {"prefill": cl.prefill, "decode": cl.decode}
@@ -196,17 +207,14 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
         _spawn(env, w)
     planner = None
     if scaling_policy is not None:
-        scalable = {
-            "prefill": ScalablePool("prefill", prefill_workers,
-                                    lambda i: _spawn(env, make_worker("prefill", i)),
-                                    _startup_ms(cl.prefill.engine),
-                                    handoff.prefill_topology_changed),
-            "decode": ScalablePool("decode", decode_workers,
-                                   lambda i: _spawn(env, make_worker("decode", i)),
-                                   _startup_ms(cl.decode.engine),
-                                   handoff.decode_topology_changed),
-        }
-        planner = _start_planner(env, scaling_policy, scalable, driver)
+        def grow(role: str):
+            return lambda i: _spawn(env, make_worker(role, i))
+        planner = _start_planner(env, scaling_policy, {
+            role: ScalablePool(role, workers, grow(role), _startup_ms(pools[role].engine),
+                               changed)
+            for role, workers, changed in (
+                ("prefill", prefill_workers, handoff.prefill_topology_changed),
+                ("decode", decode_workers, handoff.decode_topology_changed))}, driver)
         handoff.prefill_router.observe_traffic(planner.traffic)
     driver.start()
     cluster = Cluster(env, decode_workers, handoff, driver, workload, prefill_workers)

@@ -11,7 +11,7 @@ from simmodel.rng import Streams
 from simmodel.workload import READERS, build_workload, read_azure, read_mooncake, read_weka
 from simmodel.workload.rows import PATH_SEP, RowError, int_list, number, required
 
-SCENARIOS = pathlib.Path(__file__).resolve().parent.parent / "scenarios"
+SCENARIOS = pathlib.Path(__file__).resolve().parents[2] / "scenarios"
 
 
 def test_every_configurable_format_has_exactly_one_reader():

@@ -19,7 +19,7 @@ from simmodel.errors import UserError
 from simmodel.report import format_summary, write_result
 from simmodel.result import PASS_COLUMNS, Result
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SYNTHETIC = "workload: {synthetic: {requests: 2, input_tokens: 100, output_tokens: 3, request_rate: 2}}\n"
 
 

@@ -10,7 +10,7 @@ from simmodel.capacity import keys, load_spec
 from simmodel.cli import main
 from simmodel.errors import UserError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = os.path.join(ROOT, "scenarios", "tiny.yaml")
 MOONCAKE = os.path.join(ROOT, "scenarios", "mooncake_conversation.yaml")
 

@@ -18,7 +18,7 @@ from simmodel.capacity.runner import decided_fail, stop_targets
 from simmodel.cli import main
 from simmodel.metrics.summary import percentile_index
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = os.path.join(ROOT, "scenarios", "tiny.yaml")
 
 

@@ -19,7 +19,7 @@ from simmodel.cli import main
 from cli_helpers import one_error_line
 from simmodel.progress import ProgressLine, progress_line, run_bar
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = os.path.join(REPO, "scenarios", "tiny.yaml")
 
 

@@ -151,7 +151,7 @@ def test_shared_azure_traces(name, rows, last_ms):
 
 def test_shipped_scenario_copy_loads():
     from simmodel.scenario import load_scenario
-    here = os.path.join(os.path.dirname(__file__), "..", "scenarios", "azure_conversation.yaml")
+    here = os.path.join(os.path.dirname(__file__), "..", "..", "scenarios", "azure_conversation.yaml")
     sc = load_scenario(here)
     w = build_workload(sc.workload, engine_block_size=64, streams=Streams(0))
     # the first 3,000 rows of the conversation trace: 18:15:46.6805900 -> 18:26:15.3839880

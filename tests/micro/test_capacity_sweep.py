@@ -16,7 +16,7 @@ from simmodel.capacity import load_spec, stats, sweep
 from simmodel.capacity.runner import WALL_KEYS
 from simmodel.cli import main
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = os.path.join(ROOT, "scenarios", "tiny.yaml")
 
 

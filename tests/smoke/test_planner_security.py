@@ -155,7 +155,7 @@ def test_resolution_is_pure(tmp_path):
 
 
 def test_shipped_benchmark_policies_still_resolve():
-    bench = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "planner")
+    bench = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "planner")
     for name in sorted(os.listdir(bench)):
         if name.endswith(".yaml"):
             sc = simmodel.load_scenario(os.path.join(bench, name))
@@ -164,6 +164,6 @@ def test_shipped_benchmark_policies_still_resolve():
 
 
 def test_docs_say_a_python_policy_runs_code():
-    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "scenario.md")) as f:
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "scenario.md")) as f:
         text = f.read()
     assert "runs code" in text and "--allow-module-policies" in text

@@ -9,7 +9,7 @@ import pytest
 
 import simmodel
 
-SCENARIOS = sorted((Path(__file__).parent.parent / "scenarios").glob("*.yaml"))
+SCENARIOS = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])

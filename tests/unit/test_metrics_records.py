@@ -23,7 +23,7 @@ from simmodel.metrics.records import WorkerRecord, request_record, unreleased_re
 from simmodel.result import PASS_COLUMNS, REQUEST_COLUMNS, RequestRecord
 
 NAN = math.nan
-TINY = Path(__file__).resolve().parent.parent / "scenarios" / "tiny.yaml"
+TINY = Path(__file__).resolve().parents[2] / "scenarios" / "tiny.yaml"
 
 
 def turn(**kw):

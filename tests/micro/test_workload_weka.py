@@ -342,7 +342,7 @@ def test_shared_weka_trace_end_to_end_matches_the_reference():
 
 def test_shipped_scenario_copy_loads():
     from simmodel.scenario import load_scenario
-    here = os.path.join(os.path.dirname(__file__), "..", "scenarios", "weka_agentic.yaml")
+    here = os.path.join(os.path.dirname(__file__), "..", "..", "scenarios", "weka_agentic.yaml")
     sc = load_scenario(here)
     w = build_workload(sc.workload, engine_block_size=64, streams=Streams(0))
     assert w.num_requests == 68 and w.meta["conversations"] == 3

@@ -374,7 +374,7 @@ def test_run_matches_reference_on_its_e2e_fixture(tmp_path):
 
 def test_benchmark_traces_parse():
     import os
-    here = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "traces")
+    here = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "traces")
     w = read_agentic(os.path.join(here, "agentic_fanout.jsonl"))
     assert w.num_requests == 17 and w.meta["plays"] == 3
     triggers = {d.trigger for s in w.sessions for d in s.turns[0].deps}

@@ -13,7 +13,7 @@ import pytest
 from simmodel import load_scenario
 from simmodel.capacity import load_spec
 
-SWEEPS = Path(__file__).resolve().parent.parent / "scenarios" / "sweeps"
+SWEEPS = Path(__file__).resolve().parents[2] / "scenarios" / "sweeps"
 BASE = (SWEEPS.parent / "mooncake_conversation.yaml").resolve()
 
 #: file -> (kind, number of points: sweep configurations, or one per searched grid point).

@@ -23,7 +23,7 @@ from simmodel import plots  # noqa: E402
 from simmodel.result import PASS_COLUMNS, TELEMETRY_COLUMNS, Result  # noqa: E402
 from simmodel.scenario import scenario_from_dict  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TIMES = (0.0, 10.0, 20.0, 30.0)
 

@@ -7,18 +7,15 @@ first visible token ends the decode pass 10-11 (TTFT 11 ms); four more passes gi
 """
 from __future__ import annotations
 
-import json
-
 import simmodel
 
 
-def run(tmp_path, rows, *, decode_blocks=600, prefill_blocks=4000, max_model_len=None):
-    t = tmp_path / "t.jsonl"
-    t.write_text("".join(json.dumps(r) + "\n" for r in rows))
+def run(write_trace, rows, *, decode_blocks=600, prefill_blocks=4000, max_model_len=None):
+    t = write_trace(rows)
     mml = f", max_model_len: {max_model_len}" if max_model_len else ""
     eng = ("backend: sglang, timing_model: {type: fixed, prefill_ms: 10, decode_ms: 1}"
            f"{mml}")
-    p = tmp_path / "s.yaml"
+    p = t.with_name("s.yaml")
     p.write_text(
         f"workload: {{trace: {t.name}, format: mooncake, trace_block_size: 512}}\n"
         f"cluster:\n"
@@ -33,11 +30,11 @@ def row(ts, isl, osl, first_id):
             "hash_ids": list(range(first_id, first_id + -(-isl // 512)))}
 
 
-def test_a_prompt_at_max_model_len_is_rejected_before_its_destination_is_reserved(tmp_path):
+def test_a_prompt_at_max_model_len_is_rejected_before_its_destination_is_reserved(write_trace):
     # A (400 tokens >= max_model_len 300) would hold 400 of the decode pool's 600 slots
     # and B (200 + 5) could then never be reserved: before the fix A's reservation was
     # kept after its prefill was refused and B stayed incomplete.
-    res = run(tmp_path, [row(0, 400, 5, 0), row(0, 250, 5, 10)], max_model_len=300)
+    res = run(write_trace, [row(0, 400, 5, 0), row(0, 250, 5, 10)], max_model_len=300)
     r = res.requests.set_index("session_id")
     a, b = r.loc["request_1"], r.loc["request_2"]
     assert a.terminal_status == "rejected" and a.terminal_time_ms == 0.0
@@ -49,12 +46,12 @@ def test_a_prompt_at_max_model_len_is_rejected_before_its_destination_is_reserve
     assert b.output_length == 5
 
 
-def test_a_prefill_refused_at_run_time_gives_its_reservation_back(tmp_path):
+def test_a_prefill_refused_at_run_time_gives_its_reservation_back(write_trace):
     # A (400 tokens) holds 400 of the decode pool's 600 slots from arrival; B (300) waits
     # for slots.  The prefill pool (400) holds A's prompt but not the one slot more of its
     # first token, so the prefill side rejects A at run time (time 0); its reservation is
     # given back and B is reserved then, and served as if alone.
-    res = run(tmp_path, [row(0, 400, 5, 0), row(0, 300, 5, 10)], prefill_blocks=400)
+    res = run(write_trace, [row(0, 400, 5, 0), row(0, 300, 5, 10)], prefill_blocks=400)
     r = res.requests.set_index("session_id")
     a, b = r.loc["request_1"], r.loc["request_2"]
     assert a.terminal_status == "rejected" and a.destination_reserved_ms == 0.0

@@ -172,7 +172,7 @@ run: {record_kv_events: true}
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_incremental_equals_full_recompute(case, tmp_path, monkeypatch):
     import os
-    traces = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    traces = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                           "benchmarks", "traces")
     p = tmp_path / f"{case}.yaml"
     p.write_text(CASES[case].replace("TRACES", traces))

@@ -14,7 +14,7 @@ from simmodel.rng import Streams
 from simmodel.scenario import scenario_from_dict
 from simmodel.workload import Prompt, build_workload, read_mooncake
 
-TRACES = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "traces")
+TRACES = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "traces")
 
 
 def write_trace(tmp_path, rows, name="trace.jsonl") -> str:

@@ -271,7 +271,7 @@ def test_reference_npz(tiny_csv, tmp_path):
 
 def test_shipped_table_holds_every_measured_point():
     here = os.path.dirname(__file__)
-    p = load_profile(os.path.join(here, "..", "scenarios", "tables",
+    p = load_profile(os.path.join(here, "..", "..", "scenarios", "tables",
                                   "h200_llama31_8b_fp8_vllm.csv"))
     assert len(p.prefill_tokens) == 17 and p.decode_ms.shape == (41, 6)
     # two of the source's measured points: 49 requests of 2,997 tokens -> 9.937452489795918

@@ -10,7 +10,7 @@ import pytest
 from simmodel.cli import main
 from simmodel.report import read_result
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = os.path.join(ROOT, "scenarios", "tiny.yaml")
 
 
