@@ -10,16 +10,18 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
+from functools import partial
 
 import simpy
 from simpy.core import EmptySchedule, StopSimulation
 
 from simmodel.cluster.disagg import Handoff
 from simmodel.cluster.driver import Driver
-from simmodel.cluster.phases import PhasedEnvironment
+from simmodel.cluster.phases import BatchFormation, PhasedEnvironment
 from simmodel.cluster.planner import Planner, ScalablePool
+from simmodel.cluster.roles import DecodeWorker, PrefillWorker
 from simmodel.cluster.routing import make_pool_routers, make_router
-from simmodel.cluster.worker import BatchFormation, Worker
+from simmodel.cluster.worker import Worker
 from simmodel.config import ConfigError, Scenario
 from simmodel.engine.factory import make_scheduler
 from simmodel.engine.limits import never_runs
@@ -183,24 +185,27 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
     handoff.notify_done = driver.on_done
     publisher = _pool_routers(cl, env, handoff, streams)
     formation = BatchFormation()            # shared by the cluster's workers
-    notifies = {"prefill": handoff.on_prefill_done, "decode": handoff.on_decode_done}
     pools = {"prefill": cl.prefill, "decode": cl.decode}
     timings = {role: make_timing(pool.engine) for role, pool in pools.items()}
 
+    retract = handoff.on_decode_retract if order == "destination_first" else None
+
     def make_worker(role: str, i: int) -> Worker:
-        # only prefill workers publish KV events (to a prefill router that follows them)
-        publish = publisher is not None and role == "prefill"
         sched = make_scheduler(pools[role].engine, timings[role],
-                               record_events=record or publish, role=role, worker=i)
-        return Worker(env, i, sched, notifies[role], record_events=record,
-                      coalesce=scenario.run.coalesce_decode,
-                      event_sink=publisher.on_kv_events if publish else None,
-                      pool=role, formation=formation)
+                               record_events=record or (publisher is not None
+                                                        and role == "prefill"), role=role,
+                               worker=i)
+        common = dict(record_events=record, coalesce=scenario.run.coalesce_decode,
+                      formation=formation)
+        if role == "prefill":     # only prefill workers publish KV events (to a KV router)
+            return PrefillWorker(env, i, sched, handoff.on_prefill_done, **common,
+                                 event_sink=publisher.on_kv_events if publisher else None)
+        return DecodeWorker(env, i, sched, handoff.on_decode_done, **common,
+                            inbound=partial(handoff.inbound_of, i), on_retract=retract)
 
     for role, workers in (("prefill", prefill_workers), ("decode", decode_workers)):
         for i in range(pools[role].workers):
             workers.append(make_worker(role, i))
-    handoff.attach()
     handoff.prefill_router.attach()
     handoff.decode_router.attach()
     for w in prefill_workers + decode_workers:

@@ -31,35 +31,16 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict, deque
-from dataclasses import dataclass
 
 import simpy
 
-from simmodel.cluster.phases import Phase, event_at
+from simmodel.cluster.handoff_record import HandoffRecord
 from simmodel.cluster.kv_link import link_network
+from simmodel.cluster.phases import Phase, event_at
 from simmodel.cluster.router import PositionalRoundRobin
 from simmodel.config import KvTransferConfig
 from simmodel.engine.request import EngineRequest
 from simmodel.engine.timing import duration_ns
-
-NAN = float("nan")
-
-
-@dataclass(slots=True)
-class HandoffRecord:
-    """Per-request lifecycle times (ms) of a disaggregated request."""
-
-    prefill: EngineRequest
-    prefill_worker_idx: int = -1
-    source_held_ms: float = NAN
-    destination_reserved_ms: float = NAN
-    destination_activated_ms: float = NAN
-    source_released_ms: float = NAN
-    transfer_ms: float = NAN
-    missing_tokens: int | None = None  # set when the destination is reserved
-    transfer_queue_ms: float = NAN     # contention only: waiting for the link(s)
-    transfer_gb_s: float = NAN         # contention only: achieved bandwidth
-
 
 class Handoff:
     """The router of a disaggregated cluster and the owner of every handoff."""
@@ -98,17 +79,15 @@ class Handoff:
         # forward-pass metrics count them as queued decode requests)
         self._inbound: dict[int, dict] = defaultdict(dict)
 
-    def attach(self) -> None:
-        for w in self.workers:
-            self._bind(w)
+    def inbound_of(self, idx: int) -> dict:
+        """The handoffs bound to decode worker ``idx`` and not yet activated (queued,
+        deferred or reserved): its queued decode requests, and work that keeps it from
+        leaving."""
+        return self._inbound[idx]
 
-    def _bind(self, w) -> None:
-        # the handoffs bound to a decode worker and not yet activated (queued, deferred or
-        # reserved): its queued decode requests, and work that keeps it from leaving
-        w.inbound = lambda i=w.idx: self._inbound[i]
-        if self.order == "destination_first":
-            # SGLang, measured: a decode retraction frees slots like a completion does
-            w.on_retract = lambda w=w: self._retry_pending(w)
+    def on_decode_retract(self, w) -> None:
+        """SGLang, measured: a decode retraction frees slots like a completion does."""
+        self._retry_pending(w)
 
     # -- 1. prefill ---------------------------------------------------------------------
     def route(self, req: EngineRequest) -> None:
@@ -156,8 +135,6 @@ class Handoff:
         """Decode workers joined or left (scaling): handoffs that waited for an active
         decode worker go on, in order."""
         self.decode_router.topology_changed()
-        for w in self.workers:
-            self._bind(w)
         while self._await_decode:
             d = self._choose_decode(self._await_decode[0])
             if d is None:

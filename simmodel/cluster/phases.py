@@ -166,3 +166,29 @@ def event_at_time(env: simpy.Environment, when: float, phase: Phase = Phase.NORM
     if when < env.now:
         raise ValueError(f"time {when} is in the past (now {env.now})")
     return At(env, when, (phase << RANK_BITS) | rank)
+
+
+class BatchFormation:
+    """The batch formations of the current instant, shared by a cluster's workers.
+
+    A worker coalescing decode passes must know whether, had it stepped pass by pass, it
+    would already have formed its batch at this instant: that is so when a barrier later
+    in order than its own pass end was passed now.  A barrier set up at a pass end is
+    ordered by that worker's pass-end key; one set up by a wake-up comes after all of
+    those (``inf``)."""
+
+    __slots__ = ("at", "key")
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+        self.key = -math.inf
+
+    def note(self, now: float, key: float) -> None:
+        if self.at != now:
+            self.at, self.key = now, key
+        elif key > self.key:
+            self.key = key
+
+    def passed(self, now: float, key: float) -> bool:
+        """A barrier later than ``key`` was passed at ``now``."""
+        return self.at == now and self.key > key

@@ -23,7 +23,8 @@ import math
 import numpy as np
 import simpy
 
-from simmodel.cluster.phases import Phase, event_at, event_at_time, order, worker_rank
+from simmodel.cluster.phases import (BatchFormation, Phase, event_at, event_at_time, order,
+                                     worker_rank)
 from simmodel.engine import fpm
 from simmodel.engine.api import Scheduler
 from simmodel.engine.request import EngineRequest
@@ -31,53 +32,29 @@ from simmodel.errors import UserError
 from simmodel.metrics.passlog import PassLog
 
 
-class BatchFormation:
-    """The batch formations of the current instant, shared by a cluster's workers.
-
-    A worker coalescing decode passes must know whether, had it stepped pass by pass, it
-    would already have formed its batch at this instant: that is so when a barrier later
-    in order than its own pass end was passed now.  A barrier set up at a pass end is
-    ordered by that worker's pass-end key; one set up by a wake-up comes after all of
-    those (``inf``)."""
-
-    __slots__ = ("at", "key")
-
-    def __init__(self) -> None:
-        self.at: float | None = None
-        self.key = -math.inf
-
-    def note(self, now: float, key: float) -> None:
-        if self.at != now:
-            self.at, self.key = now, key
-        elif key > self.key:
-            self.key = key
-
-    def passed(self, now: float, key: float) -> bool:
-        """A barrier later than ``key`` was passed at ``now``."""
-        return self.at == now and self.key > key
-
-
 class Worker:
-    """One aggregated worker (one DP rank): a scheduler, its pass log, its process."""
+    """One aggregated worker (one DP rank): a scheduler, its pass log, its process.
+    ``cluster.roles`` has the two roles of a disaggregated cluster."""
+
+    pool = "agg"                          # agg | prefill | decode
+    #: Woken from idle, batch after the events of this phase.
+    wake_phase = Phase.LATE
 
     def __init__(self, env: simpy.Environment, idx: int, scheduler: Scheduler,
                  notify, record_events: bool = False, coalesce: bool = True,
-                 event_sink=None, on_first_token=None, *, pool: str = "agg",
-                 formation: BatchFormation | None = None):
+                 event_sink=None, on_first_token=None, *,
+                 formation: BatchFormation | None = None, inbound=None, on_retract=None):
         self.env = env
         self.idx = idx
-        self.pool = pool                  # agg | prefill | decode
         self.formation = formation if formation is not None else BatchFormation()
         self.state = "active"             # starting | active | draining | removed
         self.created_ms = 0.0
         self.removed_ms = None
         self.on_drained = None            # callable(worker) when a draining worker empties
-        self.inbound = None               # callable() -> handoffs bound here, not activated
-        self.rank = worker_rank(pool, idx)   # its place among one instant's pass ends
+        self.inbound = inbound            # callable() -> handoffs bound here, not activated
+        self.on_retract = on_retract      # callable(worker) when a pass retracts (frees slots)
+        self.rank = worker_rank(self.pool, idx)   # its place among one instant's pass ends
         self.end_key = order(Phase.PASS_END, self.rank)
-        # Woken from idle, batch after events of this phase (a disaggregated prefill
-        # worker: after the instant's requests are routed, see phases.ROUTE_LAST).
-        self.wake_phase = Phase.AFTER_ROUTING if pool == "prefill" else Phase.LATE
         self.sched = scheduler
         self.notify = notify              # callable(request) at completion / rejection
         self.wake: simpy.Event | None = None
@@ -86,7 +63,6 @@ class Worker:
         self.coalesce = coalesce
         self.event_sink = event_sink          # callable(worker idx, [(t, kind, hash)])
         self.on_first_token = on_first_token  # callable(request) at its first token
-        self.on_retract = None            # callable() when a pass retracts (frees slots)
         self.publishes = record_events or event_sink is not None
         self._run = None                      # decode run in flight (see _decode_run)
         self.kv_events: list[tuple] = []  # (time_ms, kind, hash)
@@ -112,14 +88,6 @@ class Worker:
         req.worker_idx = self.idx
         self.sched.enqueue(req)
         self._wake()
-
-    def activate(self, req: EngineRequest) -> int:
-        """Decode side of a handoff: the prompt's KV has arrived (reserved earlier).
-        Returns the KV slots this freed (SGLang: pages the prompt shares with the tree)."""
-        req.worker_idx = self.idx
-        freed = self.sched.activate(req)
-        self._wake()
-        return freed
 
     def _wake(self) -> None:
         if self.wake is not None and not self.wake.triggered:
@@ -177,7 +145,7 @@ class Worker:
                 fn()
 
     def run(self):
-        env, sched, passes, notify = self.env, self.sched, self.passes, self.notify
+        env, sched = self.env, self.sched
         while True:
             if self._commands or self._end_hooks:
                 self._apply_commands()
@@ -187,22 +155,10 @@ class Worker:
             if self.state == "draining" and self._drained():
                 self.on_drained(self)          # finished its in-flight work: leaves
                 return
-            barrier = Phase.LATE
-            woken = False
-            if not sched.has_work():
-                self.wake = env.event()
-                yield self.wake
-                self.wake = None
-                barrier = self.wake_phase
-                woken = True
-                if self._commands or self._end_hooks:
-                    self._apply_commands()
-                    if not sched.has_work():
-                        continue
-            if env.peek() <= env.now:
-                # Let every arrival of this instant reach the queue before batching.
-                yield event_at(env, 0, barrier)
-                self.formation.note(env.now, math.inf if woken else self.end_key)
+            # (the common case, work and nothing else due now, needs no generator)
+            if (not sched.has_work() or env.peek() <= env.now) and \
+                    not (yield from self._await_batch()):
+                continue
             start = env.now
             # (a command waiting for the end of the next pass needs that pass on its own)
             run = sched.decode_run() if self.coalesce and not self._next_commands else None
@@ -213,61 +169,102 @@ class Worker:
                 self.idle_between_passes = True
                 self.idle_since, self.idle_until = env.now, None
                 continue
-            if self.record_gauges:
-                kv = sched.kv
-                pre = (kv.active_blocks, kv.inactive_blocks, kv.free, len(sched.running))
-            plan = sched.schedule(start)
-            if plan.preempted and self.on_retract is not None:
-                self.on_retract()
-            if self.record_gauges:
-                self._pre = (pre, plan.admitted)
-            if self.collect_fpm:
-                fpm_parts = (fpm.scheduled(plan.entries),
-                             fpm.queued(sched.waiting, self._inbound()))
-            if not plan.entries:
-                self._pre = None
-                if plan.rejected or plan.preempted or not sched.has_work():
-                    # (a pass that only preempted had an effect: form the next one now)
-                    self._settle_rejected(plan, start)
-                    continue
-                if sched.waiting_on_holds():
-                    # Held blocks will move on (a handoff step wakes us): wait for it.
-                    self.wake = env.event()
-                    yield self.wake
-                    self.wake = None
-                    continue
-                head = sched.waiting[0]
-                raise UserError(
-                    f"request {head.session_id!r} turn {head.turn_index} "
-                    f"({head.seq_len} tokens) can never be scheduled on worker {self.idx}: "
-                    "it does not fit the KV pool or the token budget "
-                    "(enable_chunked_prefill, max_num_batched_tokens, num_gpu_blocks)")
-            self.idle_between_passes = False
-            self.idle_until = start
-            promoted, self._next_commands = self._next_commands, []
-            yield event_at(env, plan.duration_ms, Phase.PASS_END, self.rank)
-            self._pre = None
-            self.idle_between_passes = True
-            self.idle_since, self.idle_until = env.now, None
-            self._end_hooks = promoted + self._end_hooks
-            end = env.now
-            pass_idx = len(passes)
-            passes.add(start, end, plan.prefill_tokens, plan.num_prefill,
-                       plan.num_decode, plan.decode_tokens, plan.kv_blocks_active)
-            if self.collect_fpm:
-                self.fpm_latest = fpm.snapshot(self.idx, end - start, *fpm_parts)
-                self.fpm_latest_ms = end
-                self.decode_forwards += fpm_parts[0]["num_decode_requests"]
-            if self.publishes:
-                drained = sched.kv.drain_events()
-                if drained:
-                    self._publish([(end, kind, h) for kind, h in drained])
-            for r in sched.finish(plan, end, pass_idx):
-                notify(r)
-            if self.on_first_token is not None:
-                for r in plan.first_tokens:
-                    self.on_first_token(r)
-            self._settle_rejected(plan, end)
+            plan, fpm_parts = self._form(start)
+            if plan.entries:
+                yield from self._one_pass(plan, start, fpm_parts)
+            else:
+                yield from self._empty_pass(plan, start)
+
+    def _await_batch(self):
+        """Wait for work if there is none, then for every arrival of this instant (a
+        barrier, only when another event is due now).  False when a wake-up only applied
+        handoff commands and left nothing to run."""
+        env, sched = self.env, self.sched
+        barrier, woken = Phase.LATE, False
+        if not sched.has_work():
+            self.wake = env.event()
+            yield self.wake
+            self.wake = None
+            barrier, woken = self.wake_phase, True
+            if self._commands or self._end_hooks:
+                self._apply_commands()
+                if not sched.has_work():
+                    return False
+        if env.peek() <= env.now:
+            # Let every arrival of this instant reach the queue before batching.
+            yield event_at(env, 0, barrier)
+            self.formation.note(env.now, math.inf if woken else self.end_key)
+        return True
+
+    def _form(self, start: float):
+        """Form the next pass: (its plan, its forward-pass metrics parts or None)."""
+        sched = self.sched
+        if self.record_gauges:
+            kv = sched.kv
+            pre = (kv.active_blocks, kv.inactive_blocks, kv.free, len(sched.running))
+        plan = sched.schedule(start)
+        if plan.preempted and self.on_retract is not None:
+            self.on_retract(self)
+        if self.record_gauges:
+            self._pre = (pre, plan.admitted)
+        fpm_parts = None
+        if self.collect_fpm:
+            fpm_parts = (fpm.scheduled(plan.entries),
+                         fpm.queued(sched.waiting, self._inbound()))
+        return plan, fpm_parts
+
+    def _empty_pass(self, plan, start: float):
+        """Nothing to run: settle what the formation decided, wait for held blocks to
+        move on, or (nothing will ever change) stop with one line."""
+        self._pre = None
+        sched = self.sched
+        if plan.rejected or plan.preempted or not sched.has_work():
+            # (a pass that only preempted had an effect: form the next one now)
+            self._settle_rejected(plan, start)
+            return
+        if sched.waiting_on_holds():
+            # Held blocks will move on (a handoff step wakes us): wait for it.
+            self.wake = self.env.event()
+            yield self.wake
+            self.wake = None
+            return
+        head = sched.waiting[0]
+        raise UserError(
+            f"request {head.session_id!r} turn {head.turn_index} "
+            f"({head.seq_len} tokens) can never be scheduled on worker {self.idx}: "
+            "it does not fit the KV pool or the token budget "
+            "(enable_chunked_prefill, max_num_batched_tokens, num_gpu_blocks)")
+
+    def _one_pass(self, plan, start: float, fpm_parts):
+        """Run the formed pass: one PASS_END event, then settle it."""
+        env, sched = self.env, self.sched
+        self.idle_between_passes = False
+        self.idle_until = start
+        promoted, self._next_commands = self._next_commands, []
+        yield event_at(env, plan.duration_ms, Phase.PASS_END, self.rank)
+        self._pre = None
+        self.idle_between_passes = True
+        self.idle_since, self.idle_until = env.now, None
+        self._end_hooks = promoted + self._end_hooks
+        end = env.now
+        pass_idx = len(self.passes)
+        self.passes.add(start, end, plan.prefill_tokens, plan.num_prefill,
+                        plan.num_decode, plan.decode_tokens, plan.kv_blocks_active)
+        if self.collect_fpm and fpm_parts is not None:
+            self.fpm_latest = fpm.snapshot(self.idx, end - start, *fpm_parts)
+            self.fpm_latest_ms = end
+            self.decode_forwards += fpm_parts[0]["num_decode_requests"]
+        if self.publishes:
+            drained = sched.kv.drain_events()
+            if drained:
+                self._publish([(end, kind, h) for kind, h in drained])
+        notify = self.notify
+        for r in sched.finish(plan, end, pass_idx):
+            notify(r)
+        if self.on_first_token is not None:
+            for r in plan.first_tokens:
+                self.on_first_token(r)
+        self._settle_rejected(plan, end)
 
     def gauges(self) -> tuple[int, int, int, int, int]:
         """(KV blocks active, cached, free, running, waiting) for telemetry: during a
