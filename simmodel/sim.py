@@ -97,19 +97,19 @@ def _build_aggregated(scenario, env, workload, streams, concurrency, record,
     driver = Driver(env, workload, router, block_size=bs, max_model_len=eng.max_model_len,
                     concurrency=concurrency, output_rng=streams["output_tokens"])
 
-    def notify(req, _driver=driver.on_done, _router=router.on_done):
-        _router(req)
-        _driver(req)
     formation = BatchFormation()            # shared by the cluster's workers
     listens = router.needs_kv_events        # the router follows caches and prompts
 
     def make_worker(i: int) -> Worker:
         sched = make_scheduler(eng, timing, record_events=record or listens, worker=i)
-        return Worker(env, i, sched, notify, record_events=record,
-                      coalesce=scenario.run.coalesce_decode,
-                      event_sink=router.on_kv_events if listens else None,
-                      on_first_token=router.on_first_token if listens else None,
-                      formation=formation)
+        w = Worker(env, i, sched, record_events=record,
+                   coalesce=scenario.run.coalesce_decode, formation=formation)
+        w.subscribe(on_done=router.on_done)          # the router hears first (reference)
+        w.subscribe(on_done=driver.on_done)
+        if listens:
+            w.subscribe(on_first_token=router.on_first_token,
+                        on_kv_events=router.on_kv_events)
+        return w
 
     for i in range(cl.workers):
         workers.append(make_worker(i))
@@ -198,10 +198,14 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
         common = dict(record_events=record, coalesce=scenario.run.coalesce_decode,
                       formation=formation)
         if role == "prefill":     # only prefill workers publish KV events (to a KV router)
-            return PrefillWorker(env, i, sched, handoff.on_prefill_done, **common,
-                                 event_sink=publisher.on_kv_events if publisher else None)
-        return DecodeWorker(env, i, sched, handoff.on_decode_done, **common,
-                            inbound=partial(handoff.inbound_of, i), on_retract=retract)
+            w = PrefillWorker(env, i, sched, **common)
+            w.subscribe(on_done=handoff.on_prefill_done,
+                        on_kv_events=publisher.on_kv_events if publisher else None)
+            return w
+        w = DecodeWorker(env, i, sched, **common, inbound=partial(handoff.inbound_of, i),
+                         on_retract=retract)
+        w.subscribe(on_done=handoff.on_decode_done)
+        return w
 
     for role, workers in (("prefill", prefill_workers), ("decode", decode_workers)):
         for i in range(pools[role].workers):

@@ -107,17 +107,15 @@ class Planner:
 
     def _adopt(self, w, pool: ScalablePool) -> None:
         """Hear when ``w`` empties, and, on a prefill worker, when a prompt is done
-        (before the handoff looks for a decode worker; set before ``w``'s process first
-        runs, which reads ``notify`` then)."""
+        (before the handoff looks for a decode worker)."""
         w.on_drained = self.on_drained
         if pool.name == "prefill" and self._watch_prefill:
-            inner = w.notify
+            w.subscribe(on_done=self._on_prefilled, first=True)
 
-            def notify(part, inner=inner):
-                if part.status == "prefilled":
-                    self._ensure_live("decode")
-                inner(part)
-            w.notify = notify
+    def _on_prefilled(self, part) -> None:
+        """A prompt is done: its decode pool must have a worker (scale-to-zero)."""
+        if part.status == "prefilled":
+            self._ensure_live("decode")
 
     # -- the process ----------------------------------------------------------------------
     def run(self):

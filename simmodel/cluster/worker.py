@@ -41,8 +41,7 @@ class Worker:
     wake_phase = Phase.LATE
 
     def __init__(self, env: simpy.Environment, idx: int, scheduler: Scheduler,
-                 notify, record_events: bool = False, coalesce: bool = True,
-                 event_sink=None, on_first_token=None, *,
+                 record_events: bool = False, coalesce: bool = True, *,
                  formation: BatchFormation | None = None, inbound=None, on_retract=None):
         self.env = env
         self.idx = idx
@@ -56,14 +55,16 @@ class Worker:
         self.rank = worker_rank(self.pool, idx)   # its place among one instant's pass ends
         self.end_key = order(Phase.PASS_END, self.rank)
         self.sched = scheduler
-        self.notify = notify              # callable(request) at completion / rejection
         self.wake: simpy.Event | None = None
         self.passes = PassLog()
         self.record_events = record_events
         self.coalesce = coalesce
-        self.event_sink = event_sink          # callable(worker idx, [(t, kind, hash)])
-        self.on_first_token = on_first_token  # callable(request) at its first token
-        self.publishes = record_events or event_sink is not None
+        # observers (``subscribe``): called with each request that ends here (completed,
+        # rejected, cancelled, or prefilled), each first token, each batch of KV events
+        self._on_done: list = []
+        self._on_first_token: list = []
+        self._on_kv_events: list = []
+        self.publishes = record_events        # KV events are kept or someone listens
         self._run = None                      # decode run in flight (see _decode_run)
         self.kv_events: list[tuple] = []  # (time_ms, kind, hash)
         self._commands: list = []         # deferred to the next pass boundary
@@ -93,13 +94,30 @@ class Worker:
         if self.wake is not None and not self.wake.triggered:
             self.wake.succeed()
 
+    def subscribe(self, *, on_done=None, on_first_token=None, on_kv_events=None,
+                  first: bool = False) -> None:
+        """Hear this worker's outcomes: ``on_done(request)`` when a request ends here (at
+        the pass end that ends it), ``on_first_token(request)`` at its first token,
+        ``on_kv_events(worker idx, [(pass end ms, kind, hash)])`` as its cache changes.
+        Observers are called in subscription order; ``first`` puts this one before the
+        others (a planner must hear of a finished prefill before the handoff acts)."""
+        for fn, hooks in ((on_done, self._on_done), (on_first_token, self._on_first_token),
+                          (on_kv_events, self._on_kv_events)):
+            if fn is not None:
+                hooks.insert(0, fn) if first else hooks.append(fn)
+        self.publishes = self.record_events or bool(self._on_kv_events)
+
+    def _ended(self, req: EngineRequest) -> None:
+        for fn in self._on_done:
+            fn(req)
+
     def cancel(self, req: EngineRequest):
-        """Cancel ``req`` at the end of the pass in flight (or now if none); notifies
-        ``notify`` once it is gone."""
+        """Cancel ``req`` at the end of the pass in flight (or now if none); its observers
+        hear of it once it is gone."""
         def drop():
             if self.sched.cancel(req):
                 req.terminal_ms = self.env.now
-                self.notify(req)
+                self._ended(req)
         self.command(drop)
 
     def command(self, fn) -> None:
@@ -258,12 +276,12 @@ class Worker:
             drained = sched.kv.drain_events()
             if drained:
                 self._publish([(end, kind, h) for kind, h in drained])
-        notify = self.notify
+        ended = self._ended
         for r in sched.finish(plan, end, pass_idx):
-            notify(r)
-        if self.on_first_token is not None:
+            ended(r)
+        for fn in self._on_first_token:
             for r in plan.first_tokens:
-                self.on_first_token(r)
+                fn(r)
         self._settle_rejected(plan, end)
 
     def gauges(self) -> tuple[int, int, int, int, int]:
@@ -302,7 +320,7 @@ class Worker:
         """Rejections, like every effect of a pass, become visible at its end."""
         for r in plan.rejected:
             r.terminal_ms = end
-            self.notify(r)
+            self._ended(r)
 
     def _decode_run(self, durations, total):
         """Cover a run of pure-decode passes with one timeout, cut short by a submit.
@@ -364,7 +382,7 @@ class Worker:
         if out.kv_events:
             self._publish(out.kv_events)
         for r in out.done:
-            self.notify(r)
+            self._ended(r)
 
     def sync(self, t: float) -> None:
         """Settle every pass of a decode run in flight that ended at or before ``t``
@@ -380,5 +398,5 @@ class Worker:
         """KV events ``(pass end, kind, hash)``: kept for the result and/or sent on."""
         if self.record_events:
             self.kv_events.extend(events)
-        if self.event_sink is not None:
-            self.event_sink(self.idx, events)
+        for fn in self._on_kv_events:
+            fn(self.idx, events)
