@@ -168,17 +168,22 @@ def _pool_routers(cl, env, handoff: Handoff, streams: Streams):
     return handoff.prefill_router if handoff.prefill_router.needs_kv_events else None
 
 
+def _handoff(cl, env, prefill_workers: list, decode_workers: list) -> Handoff:
+    """The handoff between the pools, in the backend's order: SGLang reserves the
+    destination at arrival (reference §6), vLLM and TRT-LLM once the source is held."""
+    order = "destination_first" if cl.prefill.engine.backend == "sglang" else "source_first"
+    return Handoff(env, prefill_workers, decode_workers, cl.kv_transfer,
+                   max_model_len=cl.prefill.engine.max_model_len, notify_done=None,
+                   order=order)
+
+
 def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
                          scaling_policy=None) -> Cluster:
     """Prefill pool + decode pool behind the handoff (round robin per pool)."""
     cl = scenario.cluster
     prefill_workers: list[Worker] = []
     decode_workers: list[Worker] = []
-    # SGLang reserves the destination at arrival (reference §6); vLLM once the source is held
-    order = "destination_first" if cl.prefill.engine.backend == "sglang" else "source_first"
-    handoff = Handoff(env, prefill_workers, decode_workers, cl.kv_transfer,
-                      max_model_len=cl.prefill.engine.max_model_len, notify_done=None,
-                      order=order)
+    handoff = _handoff(cl, env, prefill_workers, decode_workers)
     driver = Driver(env, workload, handoff, block_size=cl.prefill.engine.effective_block_size,
                     max_model_len=cl.decode.engine.max_model_len, concurrency=concurrency,
                     output_rng=streams["output_tokens"])
@@ -187,24 +192,22 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
     formation = BatchFormation()            # shared by the cluster's workers
     pools = {"prefill": cl.prefill, "decode": cl.decode}
     timings = {role: make_timing(pool.engine) for role, pool in pools.items()}
-
-    retract = handoff.on_decode_retract if order == "destination_first" else None
+    retract = handoff.on_decode_retract if handoff.order == "destination_first" else None
 
     def make_worker(role: str, i: int) -> Worker:
-        sched = make_scheduler(pools[role].engine, timings[role],
-                               record_events=record or (publisher is not None
-                                                        and role == "prefill"), role=role,
-                               worker=i)
+        publish = publisher is not None and role == "prefill"   # only prefill workers do
+        sched = make_scheduler(pools[role].engine, timings[role], worker=i, role=role,
+                               record_events=record or publish)
         common = dict(record_events=record, coalesce=scenario.run.coalesce_decode,
                       formation=formation)
-        if role == "prefill":     # only prefill workers publish KV events (to a KV router)
+        if role == "prefill":
             w = PrefillWorker(env, i, sched, **common)
             w.subscribe(on_done=handoff.on_prefill_done,
-                        on_kv_events=publisher.on_kv_events if publisher else None)
-            return w
-        w = DecodeWorker(env, i, sched, **common, inbound=partial(handoff.inbound_of, i),
-                         on_retract=retract)
-        w.subscribe(on_done=handoff.on_decode_done)
+                        on_kv_events=publisher.on_kv_events if publish else None)
+        else:
+            w = DecodeWorker(env, i, sched, **common, on_retract=retract,
+                             inbound=partial(handoff.inbound_of, i))
+            w.subscribe(on_done=handoff.on_decode_done)
         return w
 
     for role, workers in (("prefill", prefill_workers), ("decode", decode_workers)):

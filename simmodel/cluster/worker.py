@@ -59,11 +59,8 @@ class Worker:
         self.passes = PassLog()
         self.record_events = record_events
         self.coalesce = coalesce
-        # observers (``subscribe``): called with each request that ends here (completed,
-        # rejected, cancelled, or prefilled), each first token, each batch of KV events
-        self._on_done: list = []
-        self._on_first_token: list = []
-        self._on_kv_events: list = []
+        # observers (``subscribe``) of ended requests, first tokens and KV events
+        self._on_done, self._on_first_token, self._on_kv_events = [], [], []
         self.publishes = record_events        # KV events are kept or someone listens
         self._run = None                      # decode run in flight (see _decode_run)
         self.kv_events: list[tuple] = []  # (time_ms, kind, hash)
@@ -108,7 +105,7 @@ class Worker:
         self.publishes = self.record_events or bool(self._on_kv_events)
 
     def _ended(self, req: EngineRequest) -> None:
-        for fn in self._on_done:
+        for fn in self._on_done:          # (a loop: usually one or two observers)
             fn(req)
 
     def cancel(self, req: EngineRequest):
