@@ -88,7 +88,7 @@ def engine_args(scenario, eng=None, worker_type=None) -> dict:
     elif tm.type == "table":
         # The reference's dynamo_profile provider always extrapolates; with
         # extrapolate: false simmodel fails instead, so agreement needs no flag here.
-        from simmodel.engine.timing_table import reference_npz
+        from simmodel.engine.profile import reference_npz
         timing = {"type": "external", "provider": "dynamo_profile",
                   "config": {"path": reference_npz(tm.path)}}
     else:

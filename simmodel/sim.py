@@ -155,24 +155,17 @@ def _start_planner(env, policy, pools: dict, driver: Driver) -> Planner:
     return planner
 
 
-def _pool_routers(cl, env, handoff: Handoff, streams: Streams):
-    """Give ``handoff`` the pools' routers of ``cl.router`` (it has round robins by
-    default); returns the router prefill workers publish KV events to, or None."""
-    routers = make_pool_routers(cl.router, env, handoff.prefill_workers, handoff.workers,
+def _handoff(cl, env, prefill_workers: list, decode_workers: list, streams) -> Handoff:
+    """The handoff between the pools with their routers, in the backend's order: SGLang
+    reserves the destination at arrival (reference §6), vLLM and TRT-LLM once the source
+    is held."""
+    routers = make_pool_routers(cl.router, env, prefill_workers, decode_workers,
                                 block_size=cl.prefill.engine.effective_block_size,
                                 prefill_budget=cl.prefill.engine.max_num_batched_tokens,
                                 decode_budget=cl.decode.engine.max_num_batched_tokens,
                                 streams=streams)
-    if routers is not None:
-        handoff.prefill_router, handoff.decode_router = routers
-    return handoff.prefill_router if handoff.prefill_router.needs_kv_events else None
-
-
-def _handoff(cl, env, prefill_workers: list, decode_workers: list) -> Handoff:
-    """The handoff between the pools, in the backend's order: SGLang reserves the
-    destination at arrival (reference §6), vLLM and TRT-LLM once the source is held."""
     order = "destination_first" if cl.prefill.engine.backend == "sglang" else "source_first"
-    return Handoff(env, prefill_workers, decode_workers, cl.kv_transfer,
+    return Handoff(env, prefill_workers, decode_workers, cl.kv_transfer, routers,
                    max_model_len=cl.prefill.engine.max_model_len, notify_done=None,
                    order=order)
 
@@ -183,12 +176,12 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
     cl = scenario.cluster
     prefill_workers: list[Worker] = []
     decode_workers: list[Worker] = []
-    handoff = _handoff(cl, env, prefill_workers, decode_workers)
+    handoff = _handoff(cl, env, prefill_workers, decode_workers, streams)
     driver = Driver(env, workload, handoff, block_size=cl.prefill.engine.effective_block_size,
                     max_model_len=cl.decode.engine.max_model_len, concurrency=concurrency,
                     output_rng=streams["output_tokens"])
     handoff.notify_done = driver.on_done
-    publisher = _pool_routers(cl, env, handoff, streams)
+    publisher = handoff.prefill_router if handoff.prefill_router.needs_kv_events else None
     formation = BatchFormation()            # shared by the cluster's workers
     pools = {"prefill": cl.prefill, "decode": cl.decode}
     timings = {role: make_timing(pool.engine) for role, pool in pools.items()}

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simmodel.engine.timing_table import Profile, load_profile, write_csv
+from simmodel.engine.profile import Profile, load_profile, write_csv
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "h200_llama31_8b_fp8_vllm.csv"

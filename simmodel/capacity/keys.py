@@ -85,15 +85,6 @@ def set_dotted(data: dict, key: str, value: Any) -> None:
     node[parts[-1]] = copy.deepcopy(value)
 
 
-def get_dotted(data: dict, key: str, default: Any = None) -> Any:
-    node: Any = data
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return default
-        node = node[part]
-    return node
-
-
 def flatten(overrides: dict, prefix: str = "") -> dict:
     """``{'cluster': {'prefill': {'workers': 2}}}`` -> ``{'cluster.prefill.workers': 2}``
     (a mapping whose key is a config section is descended into; other values are

@@ -57,7 +57,7 @@ def _policy_files(scenario: Scenario) -> list[str]:
     planner = scenario.planner
     if planner is None or planner.kind != "python" or not planner.base_dir:
         return []
-    from simmodel.cluster.policies import policy_file
+    from simmodel.config.policy_ref import policy_file
     path = policy_file(planner.policy, planner.base_dir)
     return [path] if path else []
 

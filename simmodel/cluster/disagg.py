@@ -37,7 +37,6 @@ import simpy
 from simmodel.cluster.handoff_record import HandoffRecord
 from simmodel.cluster.kv_link import link_network
 from simmodel.cluster.phases import Phase, event_at
-from simmodel.cluster.router import PositionalRoundRobin
 from simmodel.config import KvTransferConfig
 from simmodel.engine.request import EngineRequest
 from simmodel.engine.timing import duration_ns
@@ -46,8 +45,8 @@ class Handoff:
     """The router of a disaggregated cluster and the owner of every handoff."""
 
     def __init__(self, env: simpy.Environment, prefill_workers: list, decode_workers: list,
-                 transfer: KvTransferConfig, *, max_model_len: int | None, notify_done,
-                 order: str = "source_first"):
+                 transfer: KvTransferConfig, routers: tuple, *, max_model_len: int | None,
+                 notify_done, order: str = "source_first"):
         self.env = env
         self.prefill_workers = prefill_workers
         self.workers = decode_workers            # what Driver.cancel looks up
@@ -59,11 +58,8 @@ class Handoff:
         self.order = order
         self.network = (link_network(env, transfer.bandwidth_gb_s, transfer.policy)
                         if transfer.contention else None)
-        # Each pool's router (routing.Router): by default a round robin over the *active*
-        # workers, advanced once per request; KV routers in router mode kv (set by
-        # routing.make_pool_routers before the run).
-        self.prefill_router = PositionalRoundRobin(prefill_workers)
-        self.decode_router = PositionalRoundRobin(decode_workers)
+        # each pool's router (routing.Router, from routing.make_pool_routers)
+        self.prefill_router, self.decode_router = routers
         # per decode worker: reservations waiting for blocks (FIFO), and those deferred
         # to its pass end (see _boundary)
         self.pending: dict[int, deque] = defaultdict(deque)
@@ -98,8 +94,10 @@ class Handoff:
         req.handoff = HandoffRecord(prefill=part)
         if self.order == "destination_first":
             if self.max_model_len is not None and req.prompt_len >= self.max_model_len:
-                # measured: refused at arrival, before any destination is reserved
-                self.env.process(self._reject_at_arrival(req))
+                # measured: refused at arrival (after the instant's routing), before any
+                # destination is reserved
+                event_at(self.env, 0, Phase.ROUTE_LAST).callbacks.append(
+                    lambda _e: self._reject(req))
                 return
             # the prefill is submitted once the reservation succeeds (see _reserve)
             d = None if self._await_decode else self._choose_decode(req)
@@ -111,8 +109,7 @@ class Handoff:
         # Routed after everything else at this instant (see phases.ROUTE_LAST).
         event_at(self.env, 0, Phase.ROUTE_LAST).callbacks.append(lambda _e: self._route_prefill(part))
 
-    def _reject_at_arrival(self, req: EngineRequest):
-        yield event_at(self.env, 0, Phase.ROUTE_LAST)
+    def _reject(self, req: EngineRequest) -> None:
         req.status = "rejected"
         req.terminal_ms = self.env.now
         self.notify_done(req)
@@ -285,9 +282,7 @@ class Handoff:
                 rec.source_released_ms = self.env.now
                 p.sched.release_source(rec.prefill)
             p.command(release)
-        req.status = "rejected"
-        req.terminal_ms = self.env.now
-        self.notify_done(req)
+        self._reject(req)
 
     # -- 3. transfer, activation, release -----------------------------------------------------
     def kv_transfer(self, d, req: EngineRequest, delay_ms: float, tokens: int = 0):

@@ -72,7 +72,7 @@ DECODE_RANK_BASE = 1 << 32
 
 def order(phase: Phase, rank: int = 0) -> int:
     """The order key of an event of ``phase`` (``rank``: the worker, in pass-end order)."""
-    return (int(phase) << RANK_BITS) | rank
+    return (phase << RANK_BITS) | rank       # an int (IntEnum arithmetic)
 
 
 def worker_rank(pool: str, idx: int) -> int:
@@ -157,7 +157,7 @@ class PhasedEnvironment(simpy.Environment):
 
 def event_at(env: simpy.Environment, delay: float, phase: Phase, rank: int = 0) -> At:
     """An event processed ``delay`` from now, in ``phase`` (at ``rank``)."""
-    return At(env, env.now + delay, (phase << RANK_BITS) | rank)
+    return At(env, env.now + delay, order(phase, rank))
 
 
 def event_at_time(env: simpy.Environment, when: float, phase: Phase = Phase.NORMAL,
@@ -165,7 +165,7 @@ def event_at_time(env: simpy.Environment, when: float, phase: Phase = Phase.NORM
     """An event processed at exactly the absolute time ``when`` (>= now), in ``phase``."""
     if when < env.now:
         raise ValueError(f"time {when} is in the past (now {env.now})")
-    return At(env, when, (phase << RANK_BITS) | rank)
+    return At(env, when, order(phase, rank))
 
 
 class BatchFormation:

@@ -20,7 +20,7 @@ import importlib.util
 import math
 
 from simmodel.config import PlannerConfig, Scenario
-from simmodel.config.policy_ref import PolicyRef, policy_file, resolve_policy  # noqa: F401
+from simmodel.config.policy_ref import PolicyRef, resolve_policy
 from simmodel.errors import UserError
 
 

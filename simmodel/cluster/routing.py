@@ -14,7 +14,7 @@ import dataclasses
 from typing import Protocol, runtime_checkable
 
 from simmodel.cluster import kv_router
-from simmodel.cluster.router import RoundRobin
+from simmodel.cluster.router import PositionalRoundRobin, RoundRobin
 from simmodel.engine.request import EngineRequest
 
 
@@ -67,16 +67,17 @@ def make_router(cfg, env, workers: list, *, block_size: int, max_num_batched_tok
 
 def make_pool_routers(cfg, env, prefill_workers: list, decode_workers: list, *,
                       block_size: int, prefill_budget: int, decode_budget: int, streams):
-    """A disaggregated cluster's (prefill router, decode router), or None for the
-    handoff's default round robins.  In router mode kv, derived as the reference derives
-    them: the prefill router has no active-block term; the decode router has overlap,
-    KV-reuse assumption, prefill tracking and queueing off."""
+    """A disaggregated cluster's (prefill router, decode router).  Round robin: one over
+    the *active* workers of each pool, advanced once per request (``PositionalRoundRobin``,
+    measured).  Router mode kv: derived as the reference derives them -- the prefill
+    router has no active-block term; the decode router has overlap, KV-reuse
+    assumption, prefill tracking and queueing off."""
     if cfg.mode != "kv":
-        return None
+        return PositionalRoundRobin(prefill_workers), PositionalRoundRobin(decode_workers)
     prefill = kv_router.KvRouter(env, prefill_workers,
-                       dataclasses.replace(cfg, router_track_active_blocks=False),
-                       block_size=block_size, max_num_batched_tokens=prefill_budget,
-                       rng=streams["router_ties"])
+                                 dataclasses.replace(cfg, router_track_active_blocks=False),
+                                 block_size=block_size, max_num_batched_tokens=prefill_budget,
+                                 rng=streams["router_ties"])
     decode = kv_router.KvRouter(env, decode_workers, dataclasses.replace(
         cfg, overlap_score_credit=0.0, router_assume_kv_reuse=False,
         router_track_prefill_tokens=False, router_queue_threshold=None),

@@ -101,7 +101,7 @@ class Worker:
         for fn, hooks in ((on_done, self._on_done), (on_first_token, self._on_first_token),
                           (on_kv_events, self._on_kv_events)):
             if fn is not None:
-                hooks.insert(0, fn) if first else hooks.append(fn)
+                hooks.insert(0 if first else len(hooks), fn)
         self.publishes = self.record_events or bool(self._on_kv_events)
 
     def _ended(self, req: EngineRequest) -> None:

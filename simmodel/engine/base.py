@@ -32,7 +32,7 @@ import numpy as np
 from simmodel.config import EngineConfig
 from simmodel.engine.api import PassPlan, RunOutcome
 from simmodel.engine.clock import batch_new_tokens
-from simmodel.engine.emit import emit, emit_run
+from simmodel.engine.emit import emit_run
 from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
 from simmodel.engine.role import Role, role_of
 from simmodel.engine.timing import TimingModel
@@ -82,9 +82,6 @@ class SchedulerBase:
         """Requests wait and the batch has room, yet none can join it before a running
         request completes (so a run of decode passes may still be coalesced)."""
         return False
-
-    def _rejects(self, req: EngineRequest) -> bool:   # the former name (tests)
-        return self.rejects(req)
 
     # -- queue -----------------------------------------------------------------------------
     def enqueue(self, req: EngineRequest) -> None:

@@ -34,7 +34,7 @@ from simmodel.config import EngineConfig
 from simmodel.engine.api import PassPlan  # noqa: F401 (its former home: re-exported)
 from simmodel.engine.base import SchedulerBase
 from simmodel.engine.kv_cache import KvCache
-from simmodel.engine.emit import emit, emit_run  # noqa: F401 (emit_run: re-exported)
+from simmodel.engine.emit import emit
 from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
 from simmodel.engine.role import AGGREGATED, Role
 from simmodel.engine.timing import TimingModel

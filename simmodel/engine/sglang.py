@@ -68,7 +68,7 @@ from simmodel.engine.radix_cache import RadixCache
 from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
 from simmodel.engine.role import AGGREGATED, Role
 from simmodel.engine.sglang_kv import SglangLeases, _Lease  # noqa: F401 (_Lease: tests, lpm)
-from simmodel.engine.sglang_decode import RETRACT_DECODE_STEPS, SglangDecode  # noqa: F401
+from simmodel.engine.sglang_decode import SglangDecode
 from simmodel.engine.timing import TimingModel
 
 class _Walk:

@@ -29,9 +29,7 @@ import numpy as np
 from simmodel.config import EngineConfig
 from simmodel.engine.clock import (batch_new_tokens, div_ns, div_ns_array, duration_ns,
                                    duration_ns_array, speedup_divisor)
-from simmodel.engine.profile import (  # noqa: F401 (re-exported: the profile's former home)
-    CSV_COLUMNS, NPZ_KEYS, Profile, fmt_value, load_profile, read_csv, read_npz,
-    reference_npz, write_csv, write_npz)
+from simmodel.engine.profile import Profile, fmt_value, load_profile
 from simmodel.errors import UserError
 
 PREFILL_FLOOR_MS = 0.0      # the reference clamps an interpolated prefill time at 0 ms

@@ -8,7 +8,6 @@ import json
 import os
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -8,12 +8,11 @@ its last token n - 1 ms later.
 """
 from __future__ import annotations
 
-import simpy
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import simmodel
-from simmodel.config import (ClusterConfig, EngineConfig, RunConfig, Scenario, TimingConfig,
+from simmodel.config import (ClusterConfig, EngineConfig, Scenario, TimingConfig,
                              WorkloadConfig)
 from simmodel.workload.model import Dependency, Prompt, Session, Turn, Workload
 

@@ -130,7 +130,7 @@ def test_output_is_clamped_to_the_pool_and_a_pool_sized_prompt_is_rejected():
     assert (a.max_output, b.max_output) == (24, 1)
     assert a.requested_output == 1000
     assert s.footprint(a) == 32 and s.footprint(b) == 32
-    assert s._rejects(c) and not s._rejects(b)
+    assert s.rejects(c) and not s.rejects(b)
 
 
 def test_max_model_len_clamps_first_and_the_footprint_follows():

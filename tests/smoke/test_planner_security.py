@@ -13,7 +13,7 @@ import pytest
 
 import simmodel
 from simmodel.cli import main
-from simmodel.cluster.policies import policy_file, resolve_policy
+from simmodel.config.policy_ref import policy_file, resolve_policy
 from simmodel.errors import UserError
 
 SCENARIO = """\

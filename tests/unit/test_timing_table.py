@@ -25,9 +25,8 @@ import simmodel
 from simmodel.cli import main
 from simmodel.config import EngineConfig, TimingConfig
 from simmodel.engine.timing import make_timing
-from simmodel.engine.timing_table import (Profile, TableTiming, bilinear, interp1,
-                                          load_profile, reference_npz, write_csv,
-                                          write_npz)
+from simmodel.engine.profile import Profile, load_profile, reference_npz, write_csv, write_npz
+from simmodel.engine.timing_table import TableTiming, bilinear, interp1
 from simmodel.errors import UserError
 from simmodel.scenario import scenario_from_dict
 
