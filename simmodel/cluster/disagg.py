@@ -184,7 +184,7 @@ class Handoff:
             # an idle worker's queue waiting for a call: this reservation is one
             self._call(d)
         elif len(queue) == 1:
-            d.at_boundary(lambda: self._boundary(d))
+            d.steps.at_boundary(lambda: self._boundary(d))
 
     def _reserve_or_wait(self, d, req: EngineRequest) -> float | None:
         if -(-req.prompt_len // d.sched.bs) > d.sched.num_blocks:
@@ -220,10 +220,10 @@ class Handoff:
             if delay == 0.0:
                 budget += 1                   # its activation happens at once
         if queue:
-            if self.order == "destination_first" and not d.sched.has_work():
+            if self.order == "destination_first" and not d.has_work():
                 self._unhooked.add(d.idx)     # no pass to come: wait for a call
             else:
-                d.after_next_pass(lambda: self._boundary(d))
+                d.steps.after_next_pass(lambda: self._boundary(d))
 
     def _call(self, d) -> None:
         """Destination first: a call into idle decode worker ``d`` (an activation or a
@@ -281,7 +281,7 @@ class Handoff:
             def release():
                 rec.source_released_ms = self.env.now
                 p.sched.release_source(rec.prefill)
-            p.command(release)
+            p.steps.command(release)
         self._reject(req)
 
     # -- 3. transfer, activation, release -----------------------------------------------------
@@ -332,8 +332,8 @@ class Handoff:
                         self._route_now = False
                 elif freed > 0:
                     self._retry_pending(d)
-            p.command(release)
-        d.command(activate)
+            p.steps.command(release)
+        d.steps.command(activate)
 
     def _free_destination(self, req: EngineRequest) -> None:
         """The prefill of a request whose destination was reserved first ended without a
@@ -366,7 +366,7 @@ class Handoff:
             self._unblock(d)
             if not hooked:
                 self._unhooked.discard(d.idx)
-                d.at_this_boundary(lambda: self._boundary(d))
+                d.steps.at_this_boundary(lambda: self._boundary(d))
             return
         while queue and self._reserve(d, queue[0]) is not None:
             queue.popleft()

@@ -26,8 +26,9 @@ exceed f x max_num_batched_tokens; a request waits in the queue when the queue i
 empty or every worker is busy, and the queue drains on every prefill completion, request
 completion and topology change, best entry first (fcfs / lcfs / wspt).
 
-Pure bookkeeping plus one call into the workers (``sync``) before each decision, so that
-coalesced decode runs have published the KV events of every pass that already ended.
+Pure bookkeeping; before each decision it reads every worker's current view
+(``Worker.view``), by which a worker in a coalesced decode run has published the KV
+events of every pass that already ended.
 """
 from __future__ import annotations
 
@@ -119,14 +120,13 @@ class KvRouter:
         None when no worker is active (scaling runs)."""
         now = self.env.now
         workers = self.workers
-        for w in workers:
-            w.sync(now)
+        states = [w.view().state for w in workers]
         views = self.views
         if len(views) < len(workers):
             self.attach_new()
         for v in views:
             self._apply_events(v, now)
-        cands = [i for i, w in enumerate(workers) if w.state == "active"]
+        cands = [i for i, state in enumerate(states) if state == "active"]
         if not cands:
             return None
         bs = self.bs
@@ -256,12 +256,11 @@ class KvRouter:
         if policy == "lcfs":
             return bump + arrival_s
         hashes = req.seq.ensure(req.prompt_len // self.bs)[: req.prompt_len // self.bs]
-        for w in self.workers:
-            w.sync(self.env.now)
+        states = [w.view().state for w in self.workers]
         for v in self.views:
             self._apply_events(v, self.env.now)
-        best = max((self._overlap(v, hashes) for v, w in zip(self.views, self.workers)
-                    if w.state == "active"), default=0) * self.bs
+        best = max((self._overlap(v, hashes) for v, state in zip(self.views, states)
+                    if state == "active"), default=0) * self.bs
         return (1.0 + bump) / max(1, req.prompt_len - best)
 
     def _drain(self) -> None:

@@ -108,7 +108,7 @@ class Planner:
     def _adopt(self, w, pool: ScalablePool) -> None:
         """Hear when ``w`` empties, and, on a prefill worker, when a prompt is done
         (before the handoff looks for a decode worker)."""
-        w.on_drained = self.on_drained
+        w.subscribe(on_drained=self.on_drained)
         if pool.name == "prefill" and self._watch_prefill:
             w.subscribe(on_done=self._on_prefilled, first=True)
 
@@ -216,19 +216,16 @@ class Planner:
     def snapshot(self) -> dict:
         """What the policy sees (the reference's keys)."""
         now = self.env.now
-        everyone = [w for p in self.pools.values() for w in p.workers]
-        for w in everyone:
-            w.sync(now)                          # settle coalesced passes ended by now
         snap = {"tick_ordinal": self.ticks, "now_ms": now}
         for name in ("prefill", "decode"):
             pool = self.pools.get(name)
             fpms = []
             for w in (pool.workers if pool else ()):
-                latest, w.fpm_latest = w.fpm_latest, None
-                if w.state != "active":
+                latest, v = w.take_fpm(), w.view()
+                if v.state != "active":
                     continue                     # draining workers are not reported
-                beat = fpm.last_heartbeat(w.idle_since, w.idle_until, self._last_tick, now)
-                if beat is not None and (latest is None or beat > w.fpm_latest_ms):
+                beat = fpm.last_heartbeat(v.idle_since, v.idle_until, self._last_tick, now)
+                if beat is not None and (latest is None or beat > v.fpm_latest_ms):
                     latest = fpm.idle(w.idx)
                 if latest is not None:
                     fpms.append(latest)
@@ -289,8 +286,7 @@ class Planner:
             active = sorted((w for w in live if w.state == "active"), key=lambda w: -w.idx)
             for w in active[: len(live) - target]:
                 self._record(w, "worker_draining", "active", "draining", "planner_scale")
-                w.state = "draining"
-                w._wake()
+                w.drain()
             pool.topology_changed()
 
     def _add(self, pool: ScalablePool, cause: str = "planner_scale") -> None:

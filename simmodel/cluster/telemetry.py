@@ -3,7 +3,7 @@ sampled in simulated time into one tidy table (``Result.telemetry``).
 
 At ``0, interval, 2·interval, …`` — after the pass ends and arrivals of that instant, before
 new batches form there (``phases.SAMPLE``, as the reference samples) — the sampler
-settles coalesced decode runs up to now (``Worker.sync``) and records, per worker that
+records, from each worker's current gauges (``Worker.gauges``), per worker that
 exists (not yet removed): KV blocks active / cached (inactive, evictable) / free, running
 and waiting requests, and the prompt tokens served from the prefix cache and the
 preemptions since the previous sample; per pool: requests held by its router (no worker
@@ -58,7 +58,6 @@ class Telemetry:
                 if w.state == "removed":
                     continue
                 states[w.state] += 1
-                w.sync(now)
                 s = w.sched
                 active, cached, free, running, waiting = w.gauges()
                 hits = s.cache_hit_tokens

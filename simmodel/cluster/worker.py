@@ -3,10 +3,12 @@
 The worker owns a pure scheduler (``simmodel.engine.api.Scheduler``) and drives it in
 simulated time:
 
-    idle ──(a request is submitted)──► barrier ──► schedule ──► pass ──► settle ─┐
-      ▲                                   ▲                                      │
-      └──────────── no work ──────────────┴──────────── work left ───────────────┘
+    idle ──(its inbox gets a request)──► barrier ──► schedule ──► pass ──► settle ─┐
+      ▲                                     ▲                                      │
+      └──────────── no work ────────────────┴──────────── work left ───────────────┘
 
+* Work reaches a worker through its ``Inbox`` (a ``simpy.Store``, ``cluster.inbox``);
+  handoff steps owed between passes are its ``BoundarySteps`` (``cluster.steps``).
 * The pass duration is fixed when the pass starts (from the batch formed then); requests
   submitted during a pass wait for its end (reference §3.1).
 * Event budget: one ``PASS_END`` event per forward pass, plus one ``LATE``
@@ -15,21 +17,38 @@ simulated time:
   per token or per request inside a pass.
 * Completed and rejected requests (both at the pass end) go to ``on_done`` callbacks (sessions,
   routers) at the pass end.
+* Observers read a worker through :meth:`Worker.view` and :meth:`Worker.gauges`, which
+  are current at any instant: a coalesced decode run in flight first settles the passes
+  that ended by now (and its subscribers hear of them).  No observer settles anything.
 """
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
-import numpy as np
 import simpy
 
+from simmodel.cluster.decode_run import CoalescedRun
+from simmodel.cluster.inbox import Inbox
 from simmodel.cluster.phases import (BatchFormation, Phase, event_at, event_at_time, order,
                                      worker_rank)
+from simmodel.cluster.steps import BoundarySteps
 from simmodel.engine import fpm
 from simmodel.engine.api import Scheduler
 from simmodel.engine.request import EngineRequest
 from simmodel.errors import UserError
 from simmodel.metrics.passlog import PassLog
+
+
+class WorkerView(NamedTuple):
+    """A worker as an observer sees it now (see :meth:`Worker.view`)."""
+
+    idx: int
+    pool: str
+    state: str                     # starting | active | draining | removed
+    idle_since: float | None       # no pass from idle_since to idle_until (None: none yet)
+    idle_until: float | None
+    fpm_latest_ms: float           # end of the latest pass whose metrics are kept
 
 
 class Worker:
@@ -49,25 +68,25 @@ class Worker:
         self.state = "active"             # starting | active | draining | removed
         self.created_ms = 0.0
         self.removed_ms = None
-        self.on_drained = None            # callable(worker) when a draining worker empties
         self.inbound = inbound            # callable() -> handoffs bound here, not activated
         self.on_retract = on_retract      # callable(worker) when a pass retracts (frees slots)
         self.rank = worker_rank(self.pool, idx)   # its place among one instant's pass ends
         self.end_key = order(Phase.PASS_END, self.rank)
         self.sched = scheduler
-        self.wake: simpy.Event | None = None
+        self.inbox = Inbox(env, scheduler.enqueue)
+        self._take = self.inbox.take      # move what was routed here into the scheduler
         self.passes = PassLog()
         self.record_events = record_events
         self.coalesce = coalesce
         # observers (``subscribe``) of ended requests, first tokens and KV events
         self._on_done, self._on_first_token, self._on_kv_events = [], [], []
+        self._on_drained: list = []
         self.publishes = record_events        # KV events are kept or someone listens
         self._run = None                      # decode run in flight (see _decode_run)
         self.kv_events: list[tuple] = []  # (time_ms, kind, hash)
-        self._commands: list = []         # deferred to the next pass boundary
-        self._next_commands: list = []    # deferred to the boundary after that
-        self._end_hooks: list = []        # at the next boundary, after its commands
         self.idle_between_passes = True   # no pass in flight right now
+        # handoff steps owed between passes (disaggregated handoff)
+        self.steps = BoundarySteps(lambda: self.idle_between_passes, self._take, self._wake)
         # Forward-pass metrics, only while a planner asks for them (``collect_fpm``):
         # the latest ended pass's metrics, taken (and cleared) by the planner's tick.
         self.collect_fpm = False
@@ -82,24 +101,36 @@ class Worker:
         self._pre = None                      # (pre-schedule KV/running, admitted) in flight
 
     def submit(self, req: EngineRequest) -> None:
-        """Enqueue a request; wakes the worker if it is idle."""
+        """Route ``req`` here: it goes into the inbox (waking the worker if it is idle)."""
         req.worker_idx = self.idx
-        self.sched.enqueue(req)
-        self._wake()
+        self.inbox.put(req)
 
     def _wake(self) -> None:
-        if self.wake is not None and not self.wake.triggered:
-            self.wake.succeed()
+        """A handoff step or a state change may have given the idle worker work."""
+        self.inbox.wake()
+
+    def drain(self) -> None:
+        """Start draining: no new work is routed here; once its work is done the worker
+        leaves (``on_drained`` subscribers hear of it)."""
+        self.state = "draining"
+        self._wake()
+
+    def has_work(self) -> bool:
+        """Something waits (taken or still in the inbox) or runs here."""
+        self._take()
+        return self.sched.has_work()
 
     def subscribe(self, *, on_done=None, on_first_token=None, on_kv_events=None,
-                  first: bool = False) -> None:
+                  on_drained=None, first: bool = False) -> None:
         """Hear this worker's outcomes: ``on_done(request)`` when a request ends here (at
         the pass end that ends it), ``on_first_token(request)`` at its first token,
-        ``on_kv_events(worker idx, [(pass end ms, kind, hash)])`` as its cache changes.
+        ``on_kv_events(worker idx, [(pass end ms, kind, hash)])`` as its cache changes,
+        ``on_drained(worker)`` when a draining worker has emptied (it then stops).
         Observers are called in subscription order; ``first`` puts this one before the
         others (a planner must hear of a finished prefill before the handoff acts)."""
         for fn, hooks in ((on_done, self._on_done), (on_first_token, self._on_first_token),
-                          (on_kv_events, self._on_kv_events)):
+                          (on_kv_events, self._on_kv_events),
+                          (on_drained, self._on_drained)):
             if fn is not None:
                 hooks.insert(0 if first else len(hooks), fn)
         self.publishes = self.record_events or bool(self._on_kv_events)
@@ -115,68 +146,29 @@ class Worker:
             if self.sched.cancel(req):
                 req.terminal_ms = self.env.now
                 self._ended(req)
-        self.command(drop)
-
-    def command(self, fn) -> None:
-        """Run ``fn()`` on this worker between passes: now if no pass is in flight, else
-        at the end of the pass in flight (a coalesced decode run is cut there).  The
-        reference applies handoff steps (reserve, activate, release) this way."""
-        if self.idle_between_passes:
-            fn()
-            self._wake()                  # the step may have unblocked a waiting batch
-            return
-        self._commands.append(fn)
-        self._wake()
-
-    def at_boundary(self, fn) -> None:
-        """Run ``fn()`` at the end of the pass in flight, after that boundary's commands
-        (now if no pass is in flight)."""
-        if self.idle_between_passes:
-            fn()
-            self._wake()
-            return
-        self._end_hooks.append(fn)
-        self._wake()
-
-    def at_this_boundary(self, fn) -> None:
-        """Run ``fn()`` after the commands of the boundary being settled (the pass end
-        that is being processed now, or now if the worker is idle)."""
-        self._end_hooks.append(fn)
-        self._wake()
-
-    def after_next_pass(self, fn) -> None:
-        """Run ``fn()`` at the end of this worker's next pass, after that boundary's
-        commands (or as soon as it has no pass to run)."""
-        self._next_commands.append(fn)
-
-    def _apply_commands(self) -> None:
-        while self._commands or self._end_hooks:
-            while self._commands:
-                cmds, self._commands = self._commands, []
-                for fn in cmds:
-                    fn()
-            hooks, self._end_hooks = self._end_hooks, []
-            for fn in hooks:
-                fn()
+        self.steps.command(drop)
 
     def run(self):
         env, sched = self.env, self.sched
         while True:
-            if self._commands or self._end_hooks:
-                self._apply_commands()
-            if self._next_commands and not sched.has_work():
-                self._end_hooks, self._next_commands = self._next_commands, []
-                self._apply_commands()
+            self._take()
+            steps = self.steps
+            if steps.due():
+                steps.apply()
+            if steps.next and not sched.has_work():
+                steps.apply_next()
             if self.state == "draining" and self._drained():
-                self.on_drained(self)          # finished its in-flight work: leaves
+                for fn in self._on_drained:    # finished its in-flight work: leaves
+                    fn(self)
                 return
             # (the common case, work and nothing else due now, needs no generator)
             if (not sched.has_work() or env.peek() <= env.now) and \
                     not (yield from self._await_batch()):
                 continue
+            self._take()                       # (what was routed during the barrier)
             start = env.now
             # (a command waiting for the end of the next pass needs that pass on its own)
-            run = sched.decode_run() if self.coalesce and not self._next_commands else None
+            run = sched.decode_run() if self.coalesce and not steps.next else None
             if run is not None:
                 self.idle_between_passes = False
                 self.idle_until = start
@@ -197,12 +189,10 @@ class Worker:
         env, sched = self.env, self.sched
         barrier, woken = Phase.LATE, False
         if not sched.has_work():
-            self.wake = env.event()
-            yield self.wake
-            self.wake = None
+            yield from self.inbox.wait()
             barrier, woken = self.wake_phase, True
-            if self._commands or self._end_hooks:
-                self._apply_commands()
+            if self.steps.due():
+                self.steps.apply()
                 if not sched.has_work():
                     return False
         if env.peek() <= env.now:
@@ -235,13 +225,11 @@ class Worker:
         sched = self.sched
         if plan.rejected or plan.preempted or not sched.has_work():
             # (a pass that only preempted had an effect: form the next one now)
-            self._settle_rejected(plan, start)
+            self._settle_rejected(plan.rejected, start)
             return
         if sched.waiting_on_holds():
             # Held blocks will move on (a handoff step wakes us): wait for it.
-            self.wake = self.env.event()
-            yield self.wake
-            self.wake = None
+            yield from self.inbox.wait()
             return
         head = sched.waiting[0]
         raise UserError(
@@ -255,12 +243,13 @@ class Worker:
         env, sched = self.env, self.sched
         self.idle_between_passes = False
         self.idle_until = start
-        promoted, self._next_commands = self._next_commands, []
+        promoted = self.steps.start_pass()
         yield event_at(env, plan.duration_ms, Phase.PASS_END, self.rank)
+        self._take()                           # routed during the pass: queued before it ends
         self._pre = None
         self.idle_between_passes = True
         self.idle_since, self.idle_until = env.now, None
-        self._end_hooks = promoted + self._end_hooks
+        self.steps.end_pass(promoted)
         end = env.now
         pass_idx = len(self.passes)
         self.passes.add(start, end, plan.prefill_tokens, plan.num_prefill,
@@ -269,30 +258,46 @@ class Worker:
             self.fpm_latest = fpm.snapshot(self.idx, end - start, *fpm_parts)
             self.fpm_latest_ms = end
             self.decode_forwards += fpm_parts[0]["num_decode_requests"]
-        if self.publishes:
-            drained = sched.kv.drain_events()
-            if drained:
-                self._publish([(end, kind, h) for kind, h in drained])
+        out = sched.settle(plan, end, pass_idx, self.publishes)
+        if out.kv_events:
+            self._publish([(end, kind, h) for kind, h in out.kv_events])
         ended = self._ended
-        for r in sched.finish(plan, end, pass_idx):
+        for r in out.ended:
             ended(r)
         for fn in self._on_first_token:
-            for r in plan.first_tokens:
+            for r in out.first_tokens:
                 fn(r)
-        self._settle_rejected(plan, end)
+        self._settle_rejected(out.rejected, end)
+
+    def view(self) -> WorkerView:
+        """This worker now, for an observer (router, planner): a coalesced decode run in
+        flight first settles every pass that ended by now, so the observer has heard of
+        their outcomes (completions, KV events) and reads current pass metrics."""
+        self._catch_up()
+        return WorkerView(self.idx, self.pool, self.state, self.idle_since,
+                          self.idle_until, self.fpm_latest_ms)
+
+    def take_fpm(self) -> dict | None:
+        """The metrics of the latest pass ended by now, once (None: none since the last
+        call); kept only while ``collect_fpm`` is on."""
+        self._catch_up()
+        latest, self.fpm_latest = self.fpm_latest, None
+        return latest
 
     def gauges(self) -> tuple[int, int, int, int, int]:
-        """(KV blocks active, cached, free, running, waiting) for telemetry: during a
+        """(KV blocks active, cached, free, running, waiting) now, for telemetry: during a
         pass, KV and running as they were when the pass was formed (before its scheduling)
         and waiting now plus the requests that pass admitted; between passes, the current
         state.  (The reference's gauges are close to this but not identical; see
-        docs/model.md.)  A coalesced decode run must be settled up to now first
-        (``sync``); its pass in flight has taken its blocks at its start."""
+        docs/model.md.)  In a coalesced decode run, the passes ended by now are settled
+        first; its pass in flight has taken its blocks at its start.  Requests still in
+        the inbox count as waiting."""
+        self._catch_up()
         s = self.sched
         kv = s.kv
         if self._pre is not None:
             active, cached, free, running = self._pre[0]
-            return active, cached, free, running, len(s.waiting) + self._pre[1]
+            return active, cached, free, running, self._waiting() + self._pre[1]
         active, cached, free = kv.active_blocks, kv.inactive_blocks, kv.free
         if self._run is not None:
             bs = s.bs
@@ -301,7 +306,11 @@ class Worker:
             active += extra
             free -= from_free
             cached -= extra - from_free
-        return active, cached, free, len(s.running), len(s.waiting)
+        return active, cached, free, len(s.running), self._waiting()
+
+    def _waiting(self) -> int:
+        """Requests waiting here: queued in the scheduler or still in the inbox."""
+        return len(self.sched.waiting) + self.inbox.requests()
 
     def _inbound(self):
         return self.inbound().values() if self.inbound is not None else ()
@@ -309,57 +318,47 @@ class Worker:
     def _drained(self) -> bool:
         """Nothing left here: no request, no held source or reserved destination, no
         pending step."""
-        return not (self.sched.has_work() or self.sched.held or self._next_commands
-                    or self._commands or self._end_hooks
+        return not (self.has_work() or self.sched.held or self.steps.pending()
                     or (self.inbound is not None and self.inbound()))
 
-    def _settle_rejected(self, plan, end: float) -> None:
+    def _settle_rejected(self, rejected, end: float) -> None:
         """Rejections, like every effect of a pass, become visible at its end."""
-        for r in plan.rejected:
+        for r in rejected:
             r.terminal_ms = end
             self._ended(r)
 
     def _decode_run(self, durations, total):
-        """Cover a run of pure-decode passes with one timeout, cut short by a submit.
+        """Cover a run of pure-decode passes with one timeout, cut short by the inbox.
 
-        Event budget: one ``PASS_END`` event for the run's end, one wake-up if a request
-        is submitted mid-run, and then one ``PASS_END`` event for the end of the pass in
-        flight at that moment.  ``sync`` may settle the passes that already ended before
-        the run is over (so a KV router sees their events).
+        The process waits for the run's last pass end or for its inbox, whichever comes
+        first.  Event budget: one ``PASS_END`` event for the run's end, one ``get`` if a
+        request or handoff step arrives mid-run, and then one ``PASS_END`` event for the
+        end of the pass in flight at that moment.  An observer's ``view`` / ``gauges``
+        settles the passes that already ended before the run is over (``_catch_up``).
         """
         env = self.env
-        start = env.now
-        ends = np.add.accumulate(np.concatenate(([start], durations)))[1:]
-        # (the queue cannot change during a run: a submit cuts it short)
+        # (the queue cannot change during a run: the inbox cuts it short)
         parts = (([r.seq_len for r in self.sched.running],
                   fpm.queued(self.sched.waiting, self._inbound()))
                  if self.collect_fpm else None)
-        self._run = [durations, total, start, ends, 0, parts]
-        self.wake = env.event()
-        end_ev = event_at_time(env, float(ends[-1]), Phase.PASS_END, self.rank)
-        yield end_ev | self.wake
-        self.wake = None
-        m = len(durations)
+        run = self._run = CoalescedRun(durations, total, env.now, parts)
+        end_ev = event_at_time(env, float(run.ends[-1]), Phase.PASS_END, self.rank)
+        yield from self.inbox.wait(end_ev)
+        m = len(run)
         if not end_ev.processed:
-            # A request arrived at t: passes that started before t run to their end.
+            # the inbox got something at t: passes that started before t run to their end
             t = env.now
-            # passes that started before t: pass j starts at ends[j-1] (pass 0 at start)
-            # (a run that began at t was formed before this submit, as a stepped pass
-            # would have been: its first pass stands)
-            m = 0 if t < start else min(len(durations), int(np.searchsorted(ends, t)) + 1)
-            if 0 < m < len(durations) and ends[m - 1] == t and self.formation.passed(env.now, self.end_key):
-                # stepping pass by pass, this worker would already have formed its pass
-                # starting at t (its barrier comes before the one whose batch released
-                # this request): that pass runs too
-                m += 1
-            if m and ends[m - 1] > t:
-                yield event_at_time(env, float(ends[m - 1]), Phase.PASS_END, self.rank)
+            m = run.cut_at(t, self.formation.passed(t, self.end_key))
+            if m and run.ends[m - 1] > t:
+                yield event_at_time(env, float(run.ends[m - 1]), Phase.PASS_END, self.rank)
         self._commit_run(m)
         self._run = None
 
     def _commit_run(self, upto: int) -> None:
         """Settle passes ``done..upto-1`` of the current decode run."""
-        durations, total, start, ends, done, parts = self._run
+        run = self._run
+        durations, total, start, ends, done, parts = (run.durations, run.total, run.start,
+                                                      run.ends, run.done, run.parts)
         k = upto - done
         if k <= 0:
             return
@@ -369,7 +368,7 @@ class Worker:
                                       k, first, len(self.passes), self.publishes)
         self.passes.add_run(out.starts, out.stops, out.num_decode, out.decode_tokens,
                             out.kv_active)
-        self._run[4] = upto
+        run.done = upto
         if parts is not None and self.collect_fpm:
             lengths, queue = parts
             self.fpm_latest = fpm.snapshot(self.idx, float(durations[upto - 1]),
@@ -381,15 +380,14 @@ class Worker:
         for r in out.done:
             self._ended(r)
 
-    def sync(self, t: float) -> None:
-        """Settle every pass of a decode run in flight that ended at or before ``t``
-        (its last pass is left to the process)."""
-        if self._run is None:
-            return
-        ends, done = self._run[3], self._run[4]
-        upto = min(int(np.searchsorted(ends, t, side="right")), len(ends) - 1)
-        if upto > done:
-            self._commit_run(upto)
+    def _catch_up(self) -> None:
+        """Settle every pass of a decode run in flight that ended by now (its last pass
+        is left to the process)."""
+        run = self._run
+        if run is not None:
+            upto = run.ended_by(self.env.now)
+            if upto > run.done:
+                self._commit_run(upto)
 
     def _publish(self, events: list) -> None:
         """KV events ``(pass end, kind, hash)``: kept for the result and/or sent on."""

@@ -2,7 +2,8 @@
 
 A worker (``simmodel.cluster.worker``) and the disaggregated handoff
 (``simmodel.cluster.disagg``) see a backend only through ``Scheduler``: they enqueue
-requests, ask for a pass (``schedule`` -> ``PassPlan``), settle it at its end (``finish``),
+requests, ask for a pass (``schedule`` -> ``PassPlan``), settle it at its end (``settle``
+-> ``PassOutcome``),
 coalesce pure-decode runs (``decode_run`` / ``commit_decode_run`` -> ``RunOutcome``), and
 move prompts between workers (``reserve`` ... ``release_source``).  The engine answers; the
 worker writes its pass log, publishes KV events and notifies the cluster.
@@ -26,8 +27,8 @@ from simmodel.engine.request import EngineRequest
 class PassPlan:
     """A formed batch: ``entries`` are (request, tokens computed before, tokens granted).
 
-    Filled by ``schedule`` (and ``first_tokens`` by ``finish``); the worker reads the
-    counts for its pass log and the duration for the pass end."""
+    Filled by ``schedule``; the worker reads the counts for its pass log and the
+    duration for the pass end, and hands the plan back to ``settle`` at that end."""
 
     entries: list = field(default_factory=list)
     rejected: list = field(default_factory=list)
@@ -38,10 +39,24 @@ class PassPlan:
     decode_tokens: int = 0
     kv_blocks_active: int = 0
     committed_tokens: int = 0
-    first_tokens: list = field(default_factory=list)   # filled by finish()
     preempted: bool = False
     admitted: int = 0                  # requests admitted from waiting in this pass
     parts: list | None = None          # attention DP: the ranks' own plans
+
+
+@dataclass(frozen=True, slots=True)
+class PassOutcome:
+    """What a settled pass did, at its end: the requests that ended here (completed, or
+    prefilled on a prefill worker), those that emitted their first token, those refused
+    at its formation, whether it preempted (retracted) a request, and, when asked for,
+    the KV events ``(kind, hash)`` of the pass in order.  The tokens each request emitted
+    are its entry in the plan (``PassPlan.entries``) and are recorded on the request."""
+
+    ended: tuple
+    first_tokens: tuple
+    rejected: tuple
+    preempted: bool
+    kv_events: list | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +128,11 @@ class Scheduler(Protocol):
         """Form the next pass at time ``now`` (mutates queues and KV): its entries, its
         rejections and its duration."""
 
-    def finish(self, plan: PassPlan, end_ms: float, pass_idx: int) -> list[EngineRequest]:
+    def settle(self, plan: PassPlan, end_ms: float, pass_idx: int,
+               record_events: bool) -> PassOutcome:
         """Settle ``plan`` at its end ``end_ms`` (pass ``pass_idx`` of the worker): emit
-        tokens (first tokens into ``plan.first_tokens``), complete requests.  Returns the
-        requests that ended (completed, or prefilled on a prefill worker)."""
+        tokens, complete requests.  Returns what the pass did, with its KV events if
+        ``record_events``."""
 
     # -- coalesced decode runs ---------------------------------------------------------
     def decode_run(self, max_passes: int = 4096) -> tuple[np.ndarray, int] | None:

@@ -19,6 +19,8 @@ private method of another):
   cannot grow (``NoEvictViolation`` for TRT-LLM's guaranteed-no-evict);
 * ``rejects(req)``: whether a request can never be served here;
 * ``free_completed(req)``: what becomes of a completed request's KV;
+* ``finish(plan, end_ms, pass_idx, first_tokens)``: a pass's emissions and completions by
+  the backend's rules (``settle`` wraps it into a ``PassOutcome``);
 * ``waiting_blocked()``: whether the waiting queue is shut until a completion although
   the batch has room (so a decode run may be coalesced while requests wait).
 """
@@ -30,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from simmodel.config import EngineConfig
-from simmodel.engine.api import PassPlan, RunOutcome
+from simmodel.engine.api import PassOutcome, PassPlan, RunOutcome
 from simmodel.engine.clock import batch_new_tokens
 from simmodel.engine.emit import emit_run
 from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
@@ -82,6 +84,22 @@ class SchedulerBase:
         """Requests wait and the batch has room, yet none can join it before a running
         request completes (so a run of decode passes may still be coalesced)."""
         return False
+
+    def finish(self, plan: PassPlan, end_ms: float, pass_idx: int,
+               first_tokens: list) -> list[EngineRequest]:
+        """Emit the tokens of ``plan`` at its end (first tokens appended to
+        ``first_tokens``) and complete requests; returns the requests that ended."""
+        raise NotImplementedError
+
+    def settle(self, plan: PassPlan, end_ms: float, pass_idx: int,
+               record_events: bool) -> PassOutcome:
+        # (the pass's events are those of its formation: what settling changes is
+        # published with the next pass, as the reference publishes it)
+        events = self.kv.drain_events() if record_events else None
+        first: list = []
+        ended = self.finish(plan, end_ms, pass_idx, first)
+        return PassOutcome(tuple(ended), tuple(first), tuple(plan.rejected),
+                           plan.preempted, events)
 
     # -- queue -----------------------------------------------------------------------------
     def enqueue(self, req: EngineRequest) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from simmodel.engine.api import PassPlan, RunOutcome
+from simmodel.engine.api import PassOutcome, PassPlan, RunOutcome
 
 
 def _total(name: str, doc: str) -> property:
@@ -110,13 +110,16 @@ class DpScheduler:
         plan.duration_ms = max((p.duration_ms for p in parts if p.entries), default=0.0)
         return plan
 
-    def finish(self, plan: PassPlan, end_ms: float, pass_idx: int) -> list:
-        done = []
+    def settle(self, plan: PassPlan, end_ms: float, pass_idx: int,
+               record_events: bool) -> PassOutcome:
+        events = self.kv.drain_events() if record_events else None   # (as SchedulerBase)
+        done: list = []
+        first: list = []
         for r, p in zip(self.ranks, plan.parts):
             if p.entries:
-                done.extend(r.finish(p, end_ms, pass_idx))
-                plan.first_tokens.extend(p.first_tokens)
-        return done
+                done.extend(r.finish(p, end_ms, pass_idx, first))
+        return PassOutcome(tuple(done), tuple(first), tuple(plan.rejected), plan.preempted,
+                           events)
 
     def decode_run(self, max_passes: int = 4096) -> None:
         return None

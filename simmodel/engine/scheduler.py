@@ -363,12 +363,12 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
                 dec_tokens += r.seq_len
         self._charge(plan, n, s_isl, s_pfx, n_dec, dec_tokens, committed)
 
-    def finish(self, plan: PassPlan, end_ms: float, pass_idx: int) -> list[EngineRequest]:
+    def finish(self, plan: PassPlan, end_ms: float, pass_idx: int,
+               first_tokens: list) -> list[EngineRequest]:
         """Step 4: settle a pass at its end: emit tokens, complete requests.  Returns the
         requests that completed."""
         done: list = []
         self.committed_prefill_tokens += plan.committed_tokens
-        first_tokens = plan.first_tokens
         for r, before, take in plan.entries:
             if r.computed != r.seq_len:
                 continue                       # mid-prompt chunk: nothing to emit

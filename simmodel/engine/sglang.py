@@ -310,13 +310,14 @@ class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
             s_pfx += before
         self._charge(plan, n, s_isl, s_pfx, n_dec, dec_tokens, committed)
 
-    def finish(self, plan: PassPlan, end_ms: float, pass_idx: int) -> list[EngineRequest]:
+    def finish(self, plan: PassPlan, end_ms: float, pass_idx: int,
+               first_tokens: list) -> list[EngineRequest]:
         """Settle a pass at its end: prompts computed in it are cached, their requests
         emit their first (or, after a retraction, next) token and join the running
         batch; decoders emit a token; requests reaching their output length complete
         (their tokens are cached, their slots released).  Returns the completed ones."""
         if not plan.num_prefill:
-            return self._finish_decode(plan, end_ms, pass_idx)
+            return self._finish_decode(plan, end_ms, pass_idx, first_tokens)
         done: list = []
         self.committed_prefill_tokens += plan.committed_tokens
         promoted = []
@@ -337,7 +338,7 @@ class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
                 promoted.append(r)
                 if id(r) in mute:
                     continue
-            finished = emit(r, 1, end_ms, pass_idx, plan.first_tokens)
+            finished = emit(r, 1, end_ms, pass_idx, first_tokens)
             r.computed = r.seq_len
             if finished:
                 self._end(r, end_ms, done)
@@ -366,10 +367,10 @@ class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
                     mute.add(id(r))
         return mute
 
-    def _finish_decode(self, plan: PassPlan, end_ms: float, pass_idx: int) -> list:
+    def _finish_decode(self, plan: PassPlan, end_ms: float, pass_idx: int,
+                       first_tokens: list) -> list:
         """``finish`` for a decode pass (the hot path: one token per running request)."""
         done: list = []
-        first_tokens = plan.first_tokens
         for r, _, _ in plan.entries:
             finished = emit(r, 1, end_ms, pass_idx, first_tokens)   # decode role: may be
             r.computed = r.seq_len                                   # its first token

@@ -151,7 +151,7 @@ def test_running_requests_owe_their_footprint_minus_the_blocks_they_hold():
     assert a.n_blocks == -(-1000 // BS)
     assert s.owed() == -(-2000 // BS) - a.n_blocks
     assert s.owed() <= s.kv.available
-    s.finish(plan, plan.duration_ms, 0)
+    s.settle(plan, plan.duration_ms, 0, False)
     assert list(s.waiting) == [b]
 
 
@@ -163,7 +163,7 @@ def test_a_blocked_head_does_not_stop_decode_coalescing():
     s.enqueue(b)
     for idx in range(2):                                 # prompt pass, first decode pass
         plan = s.schedule(float(idx))
-        s.finish(plan, float(idx + 1), idx)
+        s.settle(plan, float(idx + 1), idx, False)
     durations, total = s.decode_run()
     assert len(durations) == 1000 - a.generated           # up to A's completion
     assert total == a.seq_len and list(s.waiting) == [b]
@@ -178,13 +178,13 @@ def test_a_decode_that_lacks_a_block_raises_instead_of_preempting():
     now, idx = 0.0, 0
     plan = s.schedule(now)
     now += plan.duration_ms
-    s.finish(plan, now, idx)
+    s.settle(plan, now, idx, False)
     assert s.kv.allocate(s.kv.free)                       # a rogue allocation
     with pytest.raises(NoEvictViolation):
         for idx in range(1, BS + 2):                     # the next block boundary
             plan = s.schedule(now)
             now += plan.duration_ms
-            s.finish(plan, now, idx)
+            s.settle(plan, now, idx, False)
     assert s.preemptions == 0
 
 
@@ -465,7 +465,7 @@ def test_the_pool_always_covers_what_running_requests_owe(data):
         assert s.owed() <= s.kv.available
         s.kv.check()
         now += plan.duration_ms
-        s.finish(plan, now, idx)
+        s.settle(plan, now, idx, False)
         idx += 1
     assert s.preemptions == 0
     for _, r in reqs:

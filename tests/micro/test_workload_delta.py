@@ -2,7 +2,6 @@
 plus a whole run against the times ai-dynamo-runtime 1.6.1 reports for a small trace."""
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -17,12 +16,6 @@ from simmodel.workload import Prompt, build_workload, read_mooncake
 TRACES = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "traces")
 
 
-def write_trace(tmp_path, rows, name="trace.jsonl") -> str:
-    path = tmp_path / name
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
-
-
 # s1: 1000 tokens, then +200 (after 10 ms), then +300; s2 a one-turn session at 5 ms
 ROWS = [
     {"session_id": "s1", "timestamp": 100, "hash_ids": [1, 2], "input_length": 1000,
@@ -34,8 +27,8 @@ ROWS = [
 ]
 
 
-def test_delta_mode_keeps_each_row_as_its_delta(tmp_path):
-    path = write_trace(tmp_path, ROWS)
+def test_delta_mode_keeps_each_row_as_its_delta(write_trace):
+    path = str(write_trace(ROWS))
     w = read_mooncake(path, prompt_mode="delta")
     assert w.prompt_mode == "delta" and w.kind == "sessions"
     assert w.meta["format"] == "mooncake-delta"
@@ -50,8 +43,8 @@ def test_delta_mode_keeps_each_row_as_its_delta(tmp_path):
     assert [t.delay_ms for t in s1.turns[1:]] == [10.0, 10.0]
 
 
-def test_delta_mode_reads_the_same_rows_as_full_mode(tmp_path):
-    path = write_trace(tmp_path, ROWS)
+def test_delta_mode_reads_the_same_rows_as_full_mode(write_trace):
+    path = str(write_trace(ROWS))
     full = read_mooncake(path, trace_block_size=1024, arrival_speedup_ratio=2)
     delta = read_mooncake(path, trace_block_size=1024, arrival_speedup_ratio=2,
                           prompt_mode="delta")
@@ -61,31 +54,31 @@ def test_delta_mode_reads_the_same_rows_as_full_mode(tmp_path):
            {k: v for k, v in delta.meta.items() if k != "format"}
 
 
-def test_delta_mode_reports_the_same_errors(tmp_path):
-    path = write_trace(tmp_path, [ROWS[0], {"session_id": "s9", "timestamp": 0, "delay": 5,
-                                            "hash_ids": [1], "output_length": 1}])
+def test_delta_mode_reports_the_same_errors(write_trace):
+    path = str(write_trace([ROWS[0], {"session_id": "s9", "timestamp": 0, "delay": 5,
+                                            "hash_ids": [1], "output_length": 1}]))
     with pytest.raises(UserError, match=r":2: delay is not allowed on a session's first turn"):
         read_mooncake(path, prompt_mode="delta")
 
 
-def test_bad_prompt_mode(tmp_path):
+def test_bad_prompt_mode(write_trace):
     with pytest.raises(ValueError, match="prompt_mode must be one of full, delta"):
-        read_mooncake(write_trace(tmp_path, ROWS), prompt_mode="cumulative")
+        read_mooncake(str(write_trace(ROWS)), prompt_mode="cumulative")
 
 
-def test_build_workload_mooncake_delta(tmp_path):
-    cfg = WorkloadConfig(trace=write_trace(tmp_path, ROWS), format="mooncake-delta")
+def test_build_workload_mooncake_delta(write_trace):
+    cfg = WorkloadConfig(trace=str(write_trace(ROWS)), format="mooncake-delta")
     w = build_workload(cfg, engine_block_size=64, streams=Streams(0))
     assert w.prompt_mode == "delta"
     cfg = WorkloadConfig(trace=cfg.trace, format="mooncake")
     assert build_workload(cfg, engine_block_size=64, streams=Streams(0)).prompt_mode == "full"
 
 
-def test_run_matches_the_reference(tmp_path):
+def test_run_matches_the_reference(tmp_path, write_trace):
     # ai-dynamo-runtime 1.6.1, trace_format='mooncake-delta', default engine, on s1 alone:
     # turn 1 = 1000 + 2 outputs + 200 = 1202 tokens (960 reused: 15 full 64-token blocks of
     # 1002), turn 2 = 1202 + 3 + 300 = 1505 (1152 reused).
-    path = write_trace(tmp_path, [ROWS[0], ROWS[2], ROWS[3]])
+    path = str(write_trace([ROWS[0], ROWS[2], ROWS[3]]))
     data = {"workload": {"trace": path, "format": "mooncake-delta"}, "cluster": {"workers": 1}}
     r = simmodel.run(scenario_from_dict(data, base_dir=str(tmp_path), source="test"))
     df = r.requests.set_index("turn_index")

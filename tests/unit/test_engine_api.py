@@ -43,7 +43,7 @@ SCHEDULERS = {
 
 def test_the_protocol_declares_the_worker_and_handoff_operations():
     attrs, methods = protocol_members(Scheduler)
-    assert methods == {"enqueue", "has_work", "cancel", "schedule", "finish", "decode_run",
+    assert methods == {"enqueue", "has_work", "cancel", "schedule", "settle", "decode_run",
                        "commit_decode_run", "reserve", "unreserve", "activate",
                        "release_source", "waiting_on_holds"}
     assert {"waiting", "running", "kv", "bs", "num_blocks", "held",
@@ -93,3 +93,31 @@ def test_the_engine_imports_no_cluster_metrics_or_workload_module():
                 assert not node.module.startswith(("simmodel.cluster", "simmodel.metrics",
                                                    "simmodel.workload")), (path.name,
                                                                            node.module)
+
+
+@pytest.mark.parametrize("cls", list(SCHEDULERS), ids=lambda c: c.__name__)
+def test_settling_a_pass_returns_a_frozen_outcome(cls):
+    """One 100-token prompt, 3 output tokens, arriving at 0: the first pass prefills it
+    and emits its first token (hand-counted: 2 blocks of 64 stored); the third pass
+    completes it.  The outcome is frozen and lists exactly that."""
+    import dataclasses
+
+    from simmodel.engine.api import PassOutcome
+    from simmodel.engine.request import EngineRequest
+    from simmodel.engine.tokens import TokenSequence
+    from simmodel.workload.model import Prompt
+    sched = SCHEDULERS[cls]()
+    req = EngineRequest(0, TokenSequence(Prompt((7, 8), 64, 100), 64, 0), 3, arrival_ms=0.0)
+    sched.enqueue(req)
+    outs, now = [], 0.0
+    for idx in range(3):
+        plan = sched.schedule(now)
+        now += plan.duration_ms
+        outs.append(sched.settle(plan, now, idx, True))
+    first, _, last = outs
+    assert isinstance(first, PassOutcome)
+    assert first.first_tokens == (req,) and first.ended == () and not first.preempted
+    assert last.ended == (req,) and last.first_tokens == () and last.rejected == ()
+    assert isinstance(first.kv_events, list)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.ended = ()

@@ -157,7 +157,7 @@ def lone_request_token_times(isl: int, osl: int, engine: EngineConfig | None = N
         plan = sched.schedule(now)
         now += plan.duration_ms
         before = req.generated
-        sched.finish(plan, now, idx)
+        sched.settle(plan, now, idx, False)
         idx += 1
         if req.generated > before:
             times.append(now)
