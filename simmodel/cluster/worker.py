@@ -149,11 +149,11 @@ class Worker:
         self.steps.command(drop)
 
     def run(self):
-        env, sched = self.env, self.sched
+        env, sched, inbox, steps = self.env, self.sched, self.inbox, self.steps
         while True:
-            self._take()
-            steps = self.steps
-            if steps.due():
+            if inbox.items:                    # (routed while the process was busy)
+                self._take()
+            if steps.commands or steps.hooks:
                 steps.apply()
             if steps.next and not sched.has_work():
                 steps.apply_next()
@@ -165,7 +165,8 @@ class Worker:
             if (not sched.has_work() or env.peek() <= env.now) and \
                     not (yield from self._await_batch()):
                 continue
-            self._take()                       # (what was routed during the barrier)
+            if inbox.items:                    # (routed during the barrier)
+                self._take()
             start = env.now
             # (a command waiting for the end of the next pass needs that pass on its own)
             run = sched.decode_run() if self.coalesce and not steps.next else None
@@ -243,13 +244,15 @@ class Worker:
         env, sched = self.env, self.sched
         self.idle_between_passes = False
         self.idle_until = start
-        promoted = self.steps.start_pass()
+        promoted = self.steps.start_pass() if self.steps.next else None
         yield event_at(env, plan.duration_ms, Phase.PASS_END, self.rank)
-        self._take()                           # routed during the pass: queued before it ends
+        if self.inbox.items:                   # routed during the pass: queued before it ends
+            self._take()
         self._pre = None
         self.idle_between_passes = True
         self.idle_since, self.idle_until = env.now, None
-        self.steps.end_pass(promoted)
+        if promoted:
+            self.steps.end_pass(promoted)
         end = env.now
         pass_idx = len(self.passes)
         self.passes.add(start, end, plan.prefill_tokens, plan.num_prefill,
@@ -344,7 +347,7 @@ class Worker:
         run = self._run = CoalescedRun(durations, total, env.now, parts)
         end_ev = event_at_time(env, float(run.ends[-1]), Phase.PASS_END, self.rank)
         yield from self.inbox.wait(end_ev)
-        m = len(run)
+        m = len(durations)
         if not end_ev.processed:
             # the inbox got something at t: passes that started before t run to their end
             t = env.now
