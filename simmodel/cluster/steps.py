@@ -37,23 +37,19 @@ class BoundarySteps:
 
     def command(self, fn) -> None:
         """Run ``fn()`` now if no pass is in flight, else at the end of the pass in flight."""
-        if self._idle():
-            self._take()
-            fn()
-            self._wake()
-            return
-        self.commands.append(fn)
-        self._wake()
+        self._now_or(fn, self.commands)
 
     def at_boundary(self, fn) -> None:
         """Run ``fn()`` at the end of the pass in flight, after that boundary's commands
         (now if no pass is in flight)."""
+        self._now_or(fn, self.hooks)
+
+    def _now_or(self, fn, queue: list) -> None:
         if self._idle():
             self._take()
             fn()
-            self._wake()
-            return
-        self.hooks.append(fn)
+        else:
+            queue.append(fn)
         self._wake()
 
     def at_this_boundary(self, fn) -> None:
