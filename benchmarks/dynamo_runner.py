@@ -36,6 +36,8 @@ KEEP_FIELDS = (
     "requested_output_length", "readmission_count",
     # agentic traces: node and trajectory ids
     "request_id", "play_id",
+    # admissions: benchmarks/long_runs.py dates a divergence from them
+    "first_admit_ms", "admission_count",
     # disaggregated lifecycle
     "prefill_worker_idx", "prefill_admit_ms", "source_held_ms", "destination_reserved_ms",
     "destination_activated_ms", "decode_admit_ms", "source_released_ms",

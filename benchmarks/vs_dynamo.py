@@ -529,6 +529,30 @@ def check_scenario(path: str, python: str, opts) -> dict:
                                         / max(ref["subprocess_wall_s"], 1e-12))
     report["wall_ratio"] = report["ours_wall_s"] / max(ref["wall_s"], 1e-12)
     report["wall_ratio_subprocess"] = report["ours_wall_s"] / max(ref["subprocess_wall_s"], 1e-12)
+    fields, _ = compare_outputs(ours, ref, how, opts)
+    report.update(fields)
+    return report
+
+
+def match_records(mine: list[dict], ref_recs: list[dict], how: str):
+    """Pair our records with the reference's by the scenario's matching mode (``how`` from
+    ``reference_job``): (description, pairs, ours only, reference only, tied)."""
+    if how == "request_id":
+        return ("request_id (agentic nodes)",) + match_by_request_id(mine, ref_recs)
+    if how == "ids" and ref_recs and all(r.get("session_id") is not None for r in ref_recs):
+        return ("(session_id, turn_index)",) + match_by_ids(mine, ref_recs)
+    label = ("by shape and arrival order (synthetic: the reference's session names differ "
+             "from ours)" if how == "shape" else
+             "by shape and arrival order (the reference reports no session ids when "
+             "every session has one turn)")
+    return (label,) + match_by_shape(mine, ref_recs)
+
+
+def compare_outputs(ours, ref: dict, how: str, opts) -> tuple[dict, list]:
+    """Compare our ``Result`` with the reference's output (``run_reference``) under the
+    tolerances of ``opts`` (``tol``, ``sketch_tol``, ``poisson_tol``): the report's
+    comparison fields (``ok`` among them) and the matched (ours, reference) pairs."""
+    report: dict = {}
     ok = True
     poisson = how == "summary"
     mine = ours_records(ours)
@@ -536,24 +560,13 @@ def check_scenario(path: str, python: str, opts) -> dict:
     incomplete = [r for r in mine if str(r.get("terminal_status")) == "incomplete"]
     mine = [r for r in mine if str(r.get("terminal_status")) != "incomplete"]
     report["ours_incomplete"] = len(incomplete)
+    pairs: list = []
     if poisson:
         report["matching"] = ("none: Poisson arrivals use the reference's Rust RNG, so only "
                               "summaries are compared, and only request/token counts must agree")
     else:
-        ref_recs = ref["per_request"]
-        if how == "request_id":
-            report["matching"] = "request_id (agentic nodes)"
-            pairs, ours_only, ref_only, tied = match_by_request_id(mine, ref_recs)
-        elif how == "ids" and ref_recs and all(r.get("session_id") is not None for r in ref_recs):
-            report["matching"] = "(session_id, turn_index)"
-            pairs, ours_only, ref_only, tied = match_by_ids(mine, ref_recs)
-        else:
-            report["matching"] = (
-                "by shape and arrival order (synthetic: the reference's session names differ "
-                "from ours)" if how == "shape" else
-                "by shape and arrival order (the reference reports no session ids when "
-                "every session has one turn)")
-            pairs, ours_only, ref_only, tied = match_by_shape(mine, ref_recs)
+        report["matching"], pairs, ours_only, ref_only, tied = match_records(
+            mine, ref["per_request"], how)
         per = compare_requests(pairs)
         report.update(matched=len(pairs), ours_only=len(ours_only), ref_only=len(ref_only),
                       tied=tied, per_request=per)
@@ -566,7 +579,7 @@ def check_scenario(path: str, python: str, opts) -> dict:
     report["summary"] = rows
     ok &= not any(r["flag"] for r in rows)
     report["ok"] = bool(ok)
-    return report
+    return report, pairs
 
 
 # --------------------------------------------------------------------------------------

@@ -3,8 +3,16 @@
 Model (reference §4):
 
 * ``num_blocks`` blocks.  A block is *private* (partial, or full but not yet hashed) or
-  *cached*: full and keyed by its sequence hash.  Cached blocks are identified by their
-  hash alone, so two sequences that produce the same full block share one block.
+  *cached*: full and keyed by its sequence hash.  A request that hits a resident hash
+  shares its block; but a block a request *computes* stays its own even when its hash is
+  already resident (the capped last block of a fully cached prompt, blocks past a hole in
+  the prefix, a chunk another request computed meanwhile): the cache then holds several
+  *copies* of one hash, each a physical block with its own refcount and LRU entry.  A hit
+  takes the oldest resident copy.  (Measured on the reference, 1.6.1, with its KV gauges:
+  two requests with the same 4-block prompt hold 4 + 2 blocks, not 4 + 1, and both copies
+  of the recomputed block are cached, inactive, once they finish.)  A copy other than the
+  first of its hash is keyed ``(hash, serial)``; ``copies`` lists, for each hash with such a
+  copy, its resident copies oldest first.
 * A cached block's reference count is the number of live requests holding it; with
   refcount 0 it is *inactive*: it stays hittable in an LRU list and is evicted from the
   LRU head (oldest release) when the free pool runs dry.
@@ -12,7 +20,7 @@ Model (reference §4):
   entries than its root blocks and eviction trims prompts from the tail.
 * ``active_blocks`` = private blocks + cached blocks with refcount > 0; admission treats
   everything else (free + inactive) as available.
-* Events: ``stored`` when a hash is first cached, ``removed`` when the last copy is
+* Events: ``stored`` when a hash becomes resident, ``removed`` when its last copy is
   evicted; collected in ``events`` (only when ``record_events``) and drained by the worker
   at pass end.
 
@@ -28,7 +36,7 @@ STORED, REMOVED = 0, 1
 
 class KvCache:
     __slots__ = ("num_blocks", "block_size", "caching", "free", "private", "refs",
-                 "inactive", "record_events", "events")
+                 "inactive", "copies", "_serial", "record_events", "events")
 
     def __init__(self, num_blocks: int, block_size: int, *, caching: bool = True,
                  record_events: bool = False):
@@ -37,8 +45,10 @@ class KvCache:
         self.caching = caching
         self.free = num_blocks          # unallocated blocks
         self.private = 0                # allocated, not (yet) cached
-        self.refs: dict[int, int] = {}  # cached hash -> refcount > 0
-        self.inactive: OrderedDict[int, None] = OrderedDict()   # refcount 0, LRU order
+        self.refs: dict = {}            # cached copy key -> refcount > 0
+        self.inactive: OrderedDict = OrderedDict()   # copy keys of refcount 0, LRU order
+        self.copies: dict[int, list] = {}   # hash -> its resident copy keys, oldest first
+        self._serial = 0                # (only for hashes that have a second copy)
         self.record_events = record_events
         self.events: list[tuple[int, int]] = []
 
@@ -57,25 +67,32 @@ class KvCache:
         """Blocks an allocation can obtain: free plus evictable."""
         return self.free + len(self.inactive)
 
-    def count_inactive(self, hashes) -> int:
-        """How many of ``hashes`` sit in the inactive LRU."""
+    def count_inactive(self, keys) -> int:
+        """How many of the copies ``keys`` sit in the inactive LRU."""
         inactive = self.inactive
-        return sum(1 for h in hashes if h in inactive)
+        return sum(1 for h in keys if h in inactive)
 
     def lookup(self, hashes: list[int], max_blocks: int) -> int:
         """Leading blocks of ``hashes`` resident in the cache (active or inactive)."""
         if not self.caching:
             return 0
-        refs, inactive = self.refs, self.inactive
+        refs, inactive, copies = self.refs, self.inactive, self.copies
         n = 0
         limit = min(max_blocks, len(hashes))
         while n < limit:
             h = hashes[n]
-            if h in refs or h in inactive:
+            if h in refs or h in inactive or h in copies:
                 n += 1
             else:
                 break
         return n
+
+    def hit_keys(self, hashes: list[int]) -> list:
+        """The copies a hit on the resident ``hashes`` takes: the oldest of each."""
+        copies = self.copies
+        if not copies:
+            return list(hashes)
+        return [copies[h][0] if h in copies else h for h in hashes]
 
     # -- mutations --------------------------------------------------------------------
     def acquire(self, h: int) -> None:
@@ -101,49 +118,62 @@ class KvCache:
             inactive = self.inactive
             rec = self.record_events
             for _ in range(rest):
-                h, _ = inactive.popitem(last=False)
-                if rec:
-                    self.events.append((REMOVED, h))
+                k, _ = inactive.popitem(last=False)
+                gone = self._evicted(k) if self.copies else k
+                if rec and gone is not None:
+                    self.events.append((REMOVED, gone))
         self.private += n
         return True
 
-    def register(self, h: int) -> None:
-        """A private block of the caller became full with hash ``h``: cache it.  If the
-        hash is already resident the caller shares that block and its own returns to
-        the free pool."""
-        refs = self.refs
-        if h in refs:
-            refs[h] += 1
-            self.private -= 1
-            self.free += 1
-        elif h in self.inactive:
-            del self.inactive[h]
-            refs[h] = 1
-            self.private -= 1
-            self.free += 1
-        else:
-            refs[h] = 1
-            self.private -= 1
-            if self.record_events:
-                self.events.append((STORED, h))
+    def _evicted(self, k):
+        """Copy ``k`` left the cache: the hash whose last copy it was, or None."""
+        if type(k) is not tuple and k not in self.copies:
+            return k
+        h = k[0] if type(k) is tuple else k
+        keys = self.copies[h]
+        keys.remove(k)
+        if not keys:
+            del self.copies[h]
+            return h
+        if keys == [h]:
+            del self.copies[h]                # back to one copy under the plain key
+        return None
 
-    def register_many(self, hashes) -> None:
-        """``register`` for several consecutive blocks (same semantics, in order)."""
-        refs, inactive = self.refs, self.inactive
+    def register(self, h: int):
+        """A private block of the caller became full with hash ``h``: cache it, held by
+        the caller.  Returns its copy key: ``h``, or a new copy's key if ``h`` is already
+        resident (the caller keeps its own block, see the module notes)."""
+        return self.register_many([h])[0]
+
+    def register_many(self, hashes: list[int]) -> list:
+        """``register`` for several consecutive blocks, in order; returns their copy keys
+        (``hashes`` itself when every one was new)."""
+        refs, inactive, copies = self.refs, self.inactive, self.copies
         rec = self.record_events
-        for h in hashes:
-            if h in refs:
-                refs[h] += 1
-                self.free += 1
-            elif h in inactive:
-                del inactive[h]
-                refs[h] = 1
-                self.free += 1
-            else:
-                refs[h] = 1
-                if rec:
-                    self.events.append((STORED, h))
+        keys = hashes
+        for i, h in enumerate(hashes):
+            if h in refs or h in inactive or h in copies:
+                if keys is hashes:
+                    keys = list(hashes)
+                keys[i] = self._new_copy(h)
+                continue
+            refs[h] = 1
+            if rec:
+                self.events.append((STORED, h))
         self.private -= len(hashes)
+        return keys
+
+    def _new_copy(self, h: int) -> tuple:
+        """A further copy of the resident hash ``h``, held once."""
+        self._serial += 1
+        k = (h, self._serial)
+        self.refs[k] = 1
+        keys = self.copies.get(h)
+        if keys is None:
+            self.copies[h] = [h, k]           # (resident and not listed: the plain key)
+        else:
+            keys.append(k)
+        return k
 
     def release(self, cached: list[int], n_private: int) -> None:
         """Drop a request's references: private blocks go back to the pool, cached ones
@@ -170,3 +200,10 @@ class KvCache:
         assert total == self.num_blocks, (total, self.num_blocks)
         assert self.free >= 0 and self.private >= 0
         assert not (self.refs.keys() & self.inactive.keys())
+        resident = self.refs.keys() | self.inactive.keys()
+        listed = {k for keys in self.copies.values() for k in keys}
+        for h, keys in self.copies.items():
+            assert keys and len(set(keys)) == len(keys) and keys != [h], (h, keys)
+            assert all(k in resident and (k == h or k[0] == h) for k in keys), (h, keys)
+        for k in resident:
+            assert k in listed if type(k) is tuple else (k not in self.copies or k in listed)

@@ -1,6 +1,7 @@
 """vLLM-style continuous-batching scheduler of one worker rank (reference §3.2).  Pure.
 
-One forward pass, formed by ``schedule(now)`` and settled by ``finish(plan, end_ms)``:
+One forward pass, formed by ``schedule(now)`` and settled at its end (``settle``, which
+calls this backend's ``finish``):
 
 1. Running requests first, in admission order: each takes ``min(seq_len − computed,
    budget)`` tokens (1 for a decoder, the rest of the prompt for a chunking prefill).  KV
@@ -16,7 +17,7 @@ One forward pass, formed by ``schedule(now)`` and settled by ``finish(plan, end_
    the whole sequence even when only a chunk is granted (otherwise admission stops:
    head-of-line); a prefix hit is capped so at least one token is computed.  Full
    blocks are cached as soon as they are scheduled, so a later request in the same pass
-   can hit them.
+   can hit them; one whose hash is already cached stays a copy of its own (kv_cache.py).
 3. Cost: ``prefill_ms`` over requests with prompt tokens in the pass (recomputed
    generated tokens are free) + ``decode_ms`` over requests that emit a token from an
    already computed prompt (their current length counts).  Requests finishing their
@@ -86,9 +87,8 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
             cached = r.cached
             if full > len(cached):
                 new = r.seq.ensure(full)[len(cached):full]
-                self.kv.register_many(new)
                 r.n_private -= len(new)               # these private blocks became cached
-                cached.extend(new)
+                cached.extend(self.kv.register_many(new))   # (copies of resident ones)
         return True
 
     def _release(self, r: EngineRequest) -> None:
@@ -253,7 +253,7 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
             if hit_blocks and self.mtp_rates:
                 hit_blocks -= 1            # speculative decoding recomputes the last
                                            # cached block (measured on the reference)
-        hit_hashes = hashes[:hit_blocks] if hit_blocks else []
+        hit_keys = kv.hit_keys(hashes[:hit_blocks]) if hit_blocks else []
         # Capacity for the whole sequence, not just this pass's chunk: its blocks
         # beyond the cached prefix must fit in what the pool can supply (free +
         # evictable, i.e. num_blocks - active) once the prefix is held -- inactive
@@ -262,14 +262,14 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
         # refresh of the prefix).  The chunk's blocks are then always available.
         need = -(-seq_len // bs) - hit_blocks
         avail = kv.available
-        if need > avail or need > avail - kv.count_inactive(hit_hashes):
+        if need > avail or need > avail - kv.count_inactive(hit_keys):
             return None
         hit = hit_blocks * bs
         want = seq_len - hit
         if not self.chunked and want > budget:
             return None
         take = want if want < budget else budget
-        self._start(r, hit_hashes, hit + take)
+        self._start(r, hit_keys, hit + take)
         r.pass_take = take
         if r.admissions == 0:
             r.first_admit_ms = now
@@ -281,12 +281,12 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
         plan.entries.append((r, hit, take))
         return take
 
-    def _start(self, r: EngineRequest, hit_hashes, tokens: int) -> None:
+    def _start(self, r: EngineRequest, hit_keys, tokens: int) -> None:
         """Move the waiting head ``r`` into the running set, holding its cached prefix
-        (``hit_hashes``) and the blocks for its first ``tokens`` tokens."""
-        for h in hit_hashes:
-            self.kv.acquire(h)
-        r.cached = list(hit_hashes)
+        (the copies ``hit_keys``) and the blocks for its first ``tokens`` tokens."""
+        for k in hit_keys:
+            self.kv.acquire(k)
+        r.cached = list(hit_keys)
         r.n_private = 0
         self._grow(r, tokens)
         self.waiting.popleft()

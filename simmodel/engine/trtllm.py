@@ -88,21 +88,21 @@ class TrtllmScheduler(VllmScheduler):
                    for r in self.running)
 
     def _head_fits(self, r: EngineRequest, owed: int) -> tuple[bool, int, list]:
-        """(does ``r`` fit now, its cached prefix blocks, their hashes).  Pure."""
+        """(does ``r`` fit now, its cached prefix blocks, their copies).  Pure."""
         kv = self.kv
         hit_blocks = 0
-        hit_hashes: list = []
+        hit_keys: list = []
         if self.caching:
             # every full block may hit, the last one of a block-aligned prompt included
             hashes = r.seq.ensure(r.seq_len // self.bs)
             hit_blocks = kv.lookup(hashes, len(hashes))
             if hit_blocks and self.mtp_rates:
                 hit_blocks -= 1               # as VllmScheduler (not checked for trtllm)
-            hit_hashes = hashes[:hit_blocks]
+            hit_keys = kv.hit_keys(hashes[:hit_blocks])
         need = self.footprint(r) - hit_blocks + owed
         avail = kv.available
-        fits = need <= avail and need <= avail - kv.count_inactive(hit_hashes)
-        return fits, hit_blocks, hit_hashes
+        fits = need <= avail and need <= avail - kv.count_inactive(hit_keys)
+        return fits, hit_blocks, hit_keys
 
     # -- admission --------------------------------------------------------------------
     def admit_waiting(self, now: float, plan: PassPlan, budget: int) -> int:
@@ -119,7 +119,7 @@ class TrtllmScheduler(VllmScheduler):
                 waiting.popleft()
                 self._reject(r, plan)
                 continue                      # (even with the budget spent)
-            fits, hit_blocks, hit_hashes = self._head_fits(r, owed)
+            fits, hit_blocks, hit_keys = self._head_fits(r, owed)
             hit = hit_blocks * self.bs
             want = r.seq_len - hit
             if want and budget <= 0:
@@ -129,7 +129,7 @@ class TrtllmScheduler(VllmScheduler):
             if not self.chunked and want > budget:
                 break
             take = want if want < budget else budget
-            self._start(r, hit_hashes, hit + take)
+            self._start(r, hit_keys, hit + take)
             if take:
                 r.pass_take = take
                 plan.entries.append((r, hit, take))

@@ -30,11 +30,12 @@ class VllmHandoff:
         full = plen // bs
         resident = kv.lookup(hashes, full) if self.caching else 0
         need = -(-plen // bs) - resident
-        if need > kv.available - kv.count_inactive(hashes[:resident]):
+        keys = kv.hit_keys(hashes[:resident])
+        if need > kv.available - kv.count_inactive(keys):
             return None
-        for h in hashes[:resident]:
-            kv.acquire(h)
-        req.cached = list(hashes[:resident])
+        for k in keys:
+            kv.acquire(k)
+        req.cached = keys
         req.n_private = 0
         self._grow(req, plen)
         self.held += 1

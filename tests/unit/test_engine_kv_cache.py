@@ -9,12 +9,11 @@ from hypothesis import strategies as st
 from simmodel.engine.kv_cache import REMOVED, STORED, KvCache
 
 
-def holder(kv: KvCache, hashes: list[int]) -> list[int]:
-    """A request that computed ``len(hashes)`` full blocks: allocate, then cache them."""
+def holder(kv: KvCache, hashes: list[int]) -> list:
+    """A request that computed ``len(hashes)`` full blocks: allocate, then cache them;
+    the copies it holds."""
     assert kv.allocate(len(hashes))
-    for h in hashes:
-        kv.register(h)
-    return list(hashes)
+    return [kv.register(h) for h in hashes]
 
 
 # -- allocation and eviction -------------------------------------------------------------
@@ -103,24 +102,55 @@ def test_register_new_hash_caches_the_private_block():
     kv.check()
 
 
-def test_register_of_an_active_hash_shares_it_and_frees_the_private_block():
+def test_register_of_an_active_hash_keeps_the_callers_block_as_a_copy():
+    # (the reference, 1.6.1: two requests with the same 4-block prompt hold 4 + 2 blocks,
+    # tests/micro/test_kv_block_copies.py)
     kv = KvCache(4, 64)
     holder(kv, [7])
     assert kv.allocate(1)                     # a second request computed the same block
-    assert kv.active_blocks == 2
-    kv.register(7)
-    assert kv.refs == {7: 2}
-    assert kv.private == 0 and kv.free == 3 and kv.active_blocks == 1
+    k = kv.register(7)
+    assert k != 7 and kv.refs == {7: 1, k: 1} and kv.copies == {7: [7, k]}
+    assert kv.private == 0 and kv.free == 2 and kv.active_blocks == 2
+    assert kv.lookup([7], 1) == 1 and kv.hit_keys([7]) == [7]     # the oldest copy
     kv.check()
 
 
-def test_register_of_an_inactive_hash_revives_it_and_frees_the_private_block():
+def test_register_of_an_inactive_hash_leaves_the_cached_copy_in_the_lru():
     kv = KvCache(4, 64)
     kv.release(holder(kv, [7]), 0)
     assert kv.allocate(1)
-    kv.register(7)
-    assert kv.refs == {7: 1} and 7 not in kv.inactive
-    assert kv.private == 0 and kv.free == 3
+    k = kv.register(7)
+    assert kv.refs == {k: 1} and list(kv.inactive) == [7]
+    assert kv.private == 0 and kv.free == 2 and kv.available == 3
+    kv.check()
+
+
+def test_a_hit_takes_the_oldest_resident_copy():
+    # (measured on the reference: with an inactive older copy and an active newer one, a
+    # hit took the inactive one: its inactive gauge went down by one)
+    kv = KvCache(8, 64)
+    a = holder(kv, [7])
+    kv.release(a, 0)                          # the first copy, inactive
+    b = holder(kv, [7])                       # a second copy, held
+    assert kv.hit_keys([7]) == [7] and kv.count_inactive(kv.hit_keys([7])) == 1
+    kv.acquire(7)
+    assert not kv.inactive and kv.refs == {7: 1, b[0]: 1}
+    kv.check()
+
+
+def test_copies_are_evicted_one_by_one_and_removed_with_the_last():
+    kv = KvCache(3, 64, record_events=True)
+    a = holder(kv, [7])
+    b = holder(kv, [7])
+    kv.release(a, 0)
+    kv.release(b, 0)                          # LRU: 7 (a's), then b's copy
+    assert kv.drain_events() == [(STORED, 7)]
+    assert kv.allocate(2)                     # 1 free + evicts a's copy: 7 stays resident
+    assert kv.events == [] and kv.lookup([7], 1) == 1
+    assert kv.hit_keys([7]) == b and kv.copies == {7: b}
+    kv.check()
+    assert kv.allocate(1)                     # evicts the last copy
+    assert kv.events == [(REMOVED, 7)] and kv.lookup([7], 1) == 0 and not kv.copies
     kv.check()
 
 
@@ -130,16 +160,14 @@ def test_register_many_has_register_semantics():
         a = holder(kv, [1, 2, 3])
         kv.release(a[2:], 0)                  # 3 inactive, 1 and 2 active
         assert kv.allocate(4)
-        if many:
-            kv.register_many([1, 3, 4, 5])
-        else:
-            for h in (1, 3, 4, 5):
-                kv.register(h)
+        keys = (kv.register_many([1, 3, 4, 5]) if many
+                else [kv.register(h) for h in (1, 3, 4, 5)])
+        assert keys[2:] == [4, 5] and keys[0][0] == 1 and keys[1][0] == 3
         return kv
     one, many = build(False), build(True)
     for kv in (one, many):
-        assert kv.refs == {1: 2, 2: 1, 3: 1, 4: 1, 5: 1}
-        assert kv.private == 0 and kv.free == 5 and not kv.inactive
+        assert len(kv.refs) == 6 and kv.refs[1] == kv.refs[2] == 1
+        assert kv.private == 0 and kv.free == 3 and list(kv.inactive) == [3]
         kv.check()
     assert one.events == many.events == [(STORED, 1), (STORED, 2), (STORED, 3),
                                          (STORED, 4), (STORED, 5)]
@@ -183,11 +211,11 @@ def test_no_prefix_caching_means_no_hits():
 
 def test_events_are_recorded_only_when_asked():
     for record in (False, True):
-        kv = KvCache(3, 64, record_events=record)
+        kv = KvCache(4, 64, record_events=record)
         a = holder(kv, [1, 2])
-        holder(kv, [1])                       # dedup: no second Stored
-        kv.release(a, 0)                      # 2 becomes inactive (1 still held)
-        assert kv.allocate(2)                 # 1 free (from the dedup) + evicts 2
+        holder(kv, [1])                       # a copy of 1: no second Stored
+        kv.release(a, 0)                      # LRU: 2, 1 (a's copy; the other is held)
+        assert kv.allocate(3)                 # 1 free + evicts 2 and a's copy of 1
         if record:
             assert kv.drain_events() == [(STORED, 1), (STORED, 2), (REMOVED, 2)]
             assert kv.events == []
@@ -208,8 +236,11 @@ def test_release_alone_emits_no_event():
 
 OPS = st.lists(
     st.one_of(
-        # a request: its chain (prefix of one of a few roots), blocks to compute
-        st.tuples(st.just("admit"), st.integers(0, 2), st.integers(1, 6), st.integers(0, 2)),
+        # a request: its chain (prefix of one of a few roots), extra private blocks, and
+        # how many of its last blocks it computes even if cached (copies, as the capped
+        # last block of a fully cached prompt)
+        st.tuples(st.just("admit"), st.integers(0, 2), st.integers(1, 6), st.integers(0, 2),
+                  st.integers(0, 2)),
         st.tuples(st.just("grow"), st.integers(0, 7), st.integers(1, 3)),
         st.tuples(st.just("release"), st.integers(0, 7)),
     ),
@@ -225,19 +256,20 @@ def test_random_operations_keep_every_block_accounted_for(num_blocks, ops, recor
     stored: set[int] = set()
     for op in ops:
         if op[0] == "admit":
-            _, root, length, extra_private = op
+            _, root, length, extra_private, recompute = op
             chain = [hash(("chain", root, i)) for i in range(length)]
-            hit = kv.lookup(chain, length)
+            hit = kv.lookup(chain, max(length - recompute, 0))
             need = length - hit + extra_private
             # as the scheduler does: the hits must not be counted as evictable
-            if need > kv.available - kv.count_inactive(chain[:hit]):
+            keys = kv.hit_keys(chain[:hit])
+            if need > kv.available - kv.count_inactive(keys):
                 assert need > 0
                 continue
-            for h in chain[:hit]:
-                kv.acquire(h)
+            for k in keys:
+                kv.acquire(k)
             assert kv.allocate(need)
-            kv.register_many(chain[hit:])     # the computed blocks become cached
-            live.append({"chain": chain, "cached": list(chain), "private": extra_private})
+            keys += kv.register_many(chain[hit:])     # the computed blocks become cached
+            live.append({"chain": chain, "cached": keys, "private": extra_private})
         elif op[0] == "grow" and live:
             r = live[op[1] % len(live)]
             if kv.allocate(op[2]):
@@ -250,6 +282,7 @@ def test_random_operations_keep_every_block_accounted_for(num_blocks, ops, recor
         assert kv.refs == dict(held)
         assert kv.private == sum(r["private"] for r in live)
         assert kv.active_blocks == len(held) + kv.private <= num_blocks
+        resident = {k if type(k) is int else k[0] for k in (*kv.refs, *kv.inactive)}
         assert kv.available == num_blocks - kv.active_blocks
         assert all(h not in kv.inactive for h in held)
         if record:
@@ -258,6 +291,6 @@ def test_random_operations_keep_every_block_accounted_for(num_blocks, ops, recor
                     assert h not in stored     # Stored once per residency
                     stored.add(h)
                 else:
-                    assert h in stored and h not in kv.refs and h not in kv.inactive
+                    assert h in stored
                     stored.discard(h)
-            assert stored == set(kv.refs) | set(kv.inactive)
+            assert stored == resident
