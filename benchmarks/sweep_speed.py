@@ -242,8 +242,8 @@ def _helper_probe(spec_path: str, tmp: str) -> dict:
     """Fixed costs of a fresh process: importing the CLI, then ``scipy.stats`` (which
     ``simmodel.capacity.stats.t_quantile`` imports when the summary table is built)."""
     t = time.perf_counter()
-    import simmodel.capacity.cli  # noqa: F401
     import simmodel.cli  # noqa: F401
+    import simmodel.cli_capacity  # noqa: F401
     out = {"import_cli_s": time.perf_counter() - t}
     t = time.perf_counter()
     import scipy.stats  # noqa: F401
@@ -308,7 +308,7 @@ def one_repeat(spec: str, tmp: str, i: int, log) -> dict:
     log(f"  repeat {i + 1}: in process (direct runs, jobs=1, cached)")
     m["serial"] = helper("serial", spec, tmp_sub(tmp, f"r{i}-serial"))
     m["probe"] = helper("probe", spec, tmp_sub(tmp, f"r{i}-probe"))
-    m["cli_floor_s"], _ = timed([PY, "-c", "import simmodel.cli, simmodel.capacity.cli"], tmp)
+    m["cli_floor_s"], _ = timed([PY, "-c", "import simmodel.cli, simmodel.cli_capacity"], tmp)
     return m
 
 

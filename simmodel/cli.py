@@ -1,7 +1,7 @@
 """Command line: a thin shell over ``load_scenario`` -> ``run`` -> ``write_result``, and
 over ``read_result`` -> ``simmodel.compare`` / ``simmodel.plots`` to explore results
 (the ``plot`` command lives in ``simmodel.cli_plot``, ``sweep``/``search`` in
-``simmodel.capacity.cli``).
+``simmodel.cli_capacity``).
 
 ``simmodel run SCENARIO.yaml [--out DIR] [--seed N] [--max-sim-time-ms X] [--quiet]``
     prints the summary table and, with ``--out``, writes the result files.  On a terminal,
@@ -67,6 +67,10 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the CLI with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    # simmodel calls no BLAS routine, and OpenBLAS's threads, started when numpy is
+    # imported, cost tens of ms of start-up on a busy machine (benchmarks/README.md,
+    # "Start-up"); for this process and its sweep workers.  A user's own setting wins.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -110,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_compare(sub)
     from simmodel.cli_plot import add_plot
     add_plot(sub)
-    from simmodel.capacity.cli import register
+    from simmodel.cli_capacity import register
     register(sub)
     return parser
 
@@ -166,7 +170,8 @@ def _add_label_by(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from simmodel.report import format_summary, write_result
+    # Imports in the order they are needed (a bad scenario fails before the simulator
+    # is loaded; pandas comes with the tables, after the run): see benchmarks/startup.py.
     from simmodel.scenario import load_scenario
 
     scenario = _apply_overrides(load_scenario(args.scenario), args)
@@ -175,8 +180,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.out is not None:
         _check_out_dir(args.out)
 
-    from simmodel import run     # lazily: keeps `--help` and scenario errors fast
+    from simmodel import run
     from simmodel.progress import progress_line
+    from simmodel.report import format_summary, write_result
 
     bar = progress_line(sys.stderr, quiet=args.quiet)
     # a python policy is code: one named by an installed module only on opt-in

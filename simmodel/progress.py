@@ -13,14 +13,16 @@ done out of the total, with the simulated time as a postfix, for example::
 
 Use :func:`progress_line` / :func:`run_bar` to get one only when it should be shown (not
 quiet, and the stream is a terminal), so output redirected to a file or a pipe never holds
-progress text.
+progress text.  tqdm is imported only when a bar is drawn, so a run that shows none (a short
+run, ``--quiet``, a redirected stream) never loads it.
 """
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional, TextIO
+from typing import TYPE_CHECKING, Callable, Optional, TextIO
 
-from tqdm import tqdm
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 #: Seconds of wall time before the bar first appears (read when a ProgressLine is made).
 DELAY_S = 1.0
@@ -56,6 +58,7 @@ class ProgressLine:
         if self.bar is None:
             if self.clock() - self.start < self.delay_s:
                 return
+            from tqdm import tqdm
             self.bar = tqdm(total=total, initial=done, file=self.stream, unit="req",
                             dynamic_ncols=True, leave=True, miniters=0,
                             postfix=postfix)          # draws the first frame
@@ -115,5 +118,6 @@ def run_bar(total: int, stream: TextIO, *, quiet: bool = False,
     """
     if quiet or not is_terminal(stream):
         return None
+    from tqdm import tqdm
     return tqdm(total=total, file=stream, unit="run", desc=desc, dynamic_ncols=True,
                 leave=True)

@@ -1,11 +1,15 @@
-"""What a run returns: summary metrics and tidy tables."""
+"""What a run returns: summary metrics and tidy tables.
+
+Imports no pandas (the DataFrames are only annotations here), so the simulation path can
+use the column lists without it."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 NAN = math.nan
 

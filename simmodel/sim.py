@@ -2,7 +2,8 @@
 
 ``build`` elaborates everything (workload, schedulers, workers, router, driver) and
 checks it before any process starts; ``run`` executes the SimPy environment and turns the
-records into a ``Result``.
+records into a ``Result`` (``simmodel.finish``, imported once the run is over: the
+simulation path imports no pandas).
 """
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ from simmodel.engine.factory import make_scheduler
 from simmodel.engine.limits import never_runs
 from simmodel.engine.timing import make_timing
 from simmodel.errors import UserError
-from simmodel.finish import collect, provisioned_s, sim_end_ms  # noqa: F401 (re-exported)
 from simmodel.result import Result
 from simmodel.rng import Streams
 from simmodel.workload.model import Workload
@@ -262,6 +262,7 @@ def run(scenario: Scenario, *, seed: int | None = None,
         stopped = run_with_progress(cluster, scenario.run.max_sim_time_ms, progress,
                                     stop_when=stop_when, watchdog=guard)
     wall_ms = (time.perf_counter() - t0) * 1000.0
+    from simmodel.finish import collect     # the tables: pandas from here on
     result = collect(scenario, cluster, wall_ms, stats_from_ms)
     result.early_stopped = stopped
     return result

@@ -10,7 +10,7 @@ both on local processes by default, any ``concurrent.futures.Executor`` or a
 docs/sweep.md.  Modules: ``spec`` (files -> points), ``keys`` (dotted scenario keys),
 ``runner`` (one run in a worker), ``executors``, ``store`` (cache, atomic tables),
 ``stats`` (verdicts, Student-t intervals), ``sweep``, ``search``, ``report`` (tables
-printed at the end), ``cli``.
+printed at the end); the command line is ``simmodel.cli_capacity``.
 """
 from simmodel.capacity.search import Bisector, SearchResult, search
 from simmodel.capacity.spec import Spec, load_spec

@@ -15,10 +15,13 @@ Event budget: one event per sample.
 """
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from simmodel.cluster.phases import Phase, event_at_time
 from simmodel.result import TELEMETRY_COLUMNS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class Telemetry:
@@ -76,6 +79,8 @@ class Telemetry:
                 rows.append((now, pool, -1, f"workers_{state}", n))
 
     def frame(self) -> pd.DataFrame:
+        import pandas as pd      # tabulation, after the run: the simulation needs no pandas
+
         df = pd.DataFrame(self.rows, columns=list(TELEMETRY_COLUMNS))
         df["value"] = df["value"].astype(float)
         return df

@@ -1,10 +1,18 @@
-"""Metrics: pure pandas/numpy over the collector's tables (see docs/metrics.md)."""
-from simmodel.metrics.summary import (
-    GOODPUT_KEYS,
-    SUMMARY_KEYS,
-    percentile_index,
-    summarize,
-    weighted_stats,
-)
+"""Metrics: pure pandas/numpy over the collector's tables (see docs/metrics.md).
 
+``passlog`` and ``records`` (numpy only) are used while the simulation runs; ``collect``
+and ``summary`` (pandas) only once it is over.  So the names below are loaded from
+``summary`` on first use (PEP 562), and a worker's ``PassLog`` does not import pandas.
+"""
 __all__ = ["GOODPUT_KEYS", "SUMMARY_KEYS", "percentile_index", "summarize", "weighted_stats"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from simmodel.metrics import summary
+        return getattr(summary, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list:
+    return sorted(list(globals()) + __all__)

@@ -24,8 +24,9 @@ from simmodel.config import (ClusterConfig, EngineConfig, KvTransferConfig, Pool
                              RouterConfig, RunConfig, Scenario, TimingConfig,
                              WorkloadConfig)
 from simmodel.engine.timing import decode_poly_ms, div_ns, duration_ns, prefill_poly_ms
+from simmodel.finish import collect
 from simmodel.rng import Streams
-from simmodel.sim import build, collect, run_until
+from simmodel.sim import build, run_until
 from simmodel.workload.model import Prompt, Session, Turn, Workload
 
 BS = 64
@@ -609,7 +610,8 @@ def test_destination_first_order_reserves_at_arrival():
     # request arrives, the transfer starts when the source is held.  With idle workers and
     # no transfer delay the times are those of the source-first example: TTFT P(1000)+D(1000).
     from simmodel.rng import Streams
-    from simmodel.sim import build, collect, run_until
+    from simmodel.finish import collect
+    from simmodel.sim import build, run_until
     sc = scenario()
     cluster = build(sc, Streams(0), workload((1000, 5, 0.0)))
     cluster.router.order = "destination_first"

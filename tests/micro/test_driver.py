@@ -194,7 +194,8 @@ def test_cancellation_frees_the_slot_and_ends_the_session():
     wl = Workload((session("a", (100, 0.0, None), (3, None, 0.0)), session("b", (3, 0.0, None))))
     sc = scenario(concurrency=1)
     from simmodel.rng import Streams
-    from simmodel.sim import build, collect, run_until
+    from simmodel.finish import collect
+    from simmodel.sim import build, run_until
     cluster = build(sc, Streams(0), wl)
 
     def canceller(env):

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 
 import simmodel
 from simmodel.engine.timing import decode_poly_ms, duration_ns, prefill_poly_ms
+from simmodel.finish import collect
 from simmodel.rng import Streams
 from simmodel.scenario import scenario_from_dict
-from simmodel.sim import build, collect, run_until
+from simmodel.sim import build, run_until
 
 SGLANG_CAP = 16384             # default SGLang pool: 16,384 one-token blocks
 EXACT = 1e-9                   # ms

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import simmodel
-from simmodel import sim
+from simmodel import finish, sim
 from simmodel.cli import main
 from simmodel.errors import UserError
 from simmodel.rng import Streams
@@ -103,7 +103,7 @@ def test_same_results_with_any_window(scenario):
         for until in (None, 60.0):
             cl = sim.build(sc, Streams(0))
             sim.run_until(cl.env, until, sim.Watchdog(cl.env, cl, window=window))
-            frames.append((until, sim.collect(sc, cl, 0.0).requests, cl.env.now))
+            frames.append((until, finish.collect(sc, cl, 0.0).requests, cl.env.now))
     a, b, c, d = frames
     assert a[1].equals(c[1]) and a[2] == c[2]
     assert b[1].equals(d[1]) and b[2] == d[2] == 60.0

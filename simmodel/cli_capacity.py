@@ -1,5 +1,6 @@
 """``simmodel sweep`` and ``simmodel search``: thin shells over ``simmodel.sweep`` /
-``simmodel.search``.
+``simmodel.search`` (the rest of the command line is ``simmodel.cli``; outside the
+``simmodel.capacity`` package, whose import loads pandas, so ``--help`` stays fast).
 
 ``simmodel sweep FILE --out DIR [--jobs N | --dask local[:N] | --dask ADDRESS]
 [--keep-runs] [--fail-fast] [--quiet]`` runs every point, shows a progress bar over runs
