@@ -113,6 +113,9 @@ class EngineConfig:
         positive_int("tensor_parallel_size", self.tensor_parallel_size)
         non_negative_number("startup_time", self.startup_time, allow_none=True)
         positive_int("prefill_schedule_interval", self.prefill_schedule_interval)
+        if self.prefill_schedule_interval != 1 and self.backend != "vllm":
+            raise ConfigError("prefill_schedule_interval", "is supported only for backend "
+                              "vllm, as in the reference (sglang: prefill_decode_interval)")
         non_negative_int("prefill_decode_interval", self.prefill_decode_interval)
         self._check_speculative()
         if not isinstance(self.sglang, SglangConfig):

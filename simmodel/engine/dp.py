@@ -9,6 +9,17 @@ router (``EngineRequest.dp_rank``); the reported worker index is ``worker × dp 
 ``DpScheduler`` presents the ranks to the worker process as one scheduler (the
 ``simmodel.engine.api.Scheduler`` interface).  Decode runs are not coalesced
 (``decode_run`` returns None); a handoff step goes to the request's rank.
+
+``prefill_schedule_interval`` k > 1 (probed on the reference): in a step that is not a
+multiple of k (the worker's step count), a rank schedules no work needing more than one
+token -- neither a waiting head (admission stops there) nor a chunk of a running
+request's prompt (skipped, even a last chunk of one token; decoders still run) -- unless
+it has no decoding request (all its running requests are prefilling, or none runs), or it
+was allowed prefill in the previous step and that step left requests waiting (the rank
+keeps prefilling until its queue drains).  A waiting prompt needing one token (all but
+its last token cached) is admitted in any step.  The step count restarts at 0 when a pass
+(or a formation that only rejected) leaves the worker with no work; arrivals at that
+pass end come after it.
 """
 from __future__ import annotations
 
@@ -49,6 +60,7 @@ class DpScheduler:
         self._parts = ranks
         self.interval = prefill_schedule_interval
         self.step = 0
+        self._carry = [False] * len(ranks)   # prefill allowed last step, queue left waiting
         first = ranks[0]
         self.bs = first.bs
         self.num_blocks = first.num_blocks
@@ -85,15 +97,22 @@ class DpScheduler:
         return any(r.waiting_on_holds() for r in self.ranks)
 
     # -- one lock-step pass -------------------------------------------------------------------
+    def _gate_prefill(self) -> None:
+        """``prefill_schedule_interval`` (measured on the reference, module doc): whether
+        each rank may schedule prefill work needing more than one token in this step."""
+        on = self.step % self.interval == 0
+        for i, r in enumerate(self.ranks):
+            decoding = any(q.generated and q.seq_len - q.computed <= 1 for q in r.running)
+            r.admit_prefill = on or self._carry[i] or not decoding
+
     def schedule(self, now: float) -> PassPlan:
         if self.interval > 1:
-            # waiting requests are admitted (prefilled) only on every interval-th step, except
-            # on a rank with nothing running (measured: it does not wait)
-            on = self.step % self.interval == 0
-            for r in self.ranks:
-                r.admit_prefill = on or not r.running
+            self._gate_prefill()
         self.step += 1
         parts = [r.schedule(now) for r in self.ranks]
+        if self.interval > 1:
+            for i, r in enumerate(self.ranks):
+                self._carry[i] = r.admit_prefill and bool(r.waiting)
         plan = PassPlan()
         plan.parts = parts
         for p in parts:
@@ -108,6 +127,8 @@ class DpScheduler:
             plan.preempted = plan.preempted or p.preempted
         # the worker's pass ends with its slowest rank
         plan.duration_ms = max((p.duration_ms for p in parts if p.entries), default=0.0)
+        if not plan.entries and not self.has_work():
+            self.step = 0            # (it only rejected: the worker is idle again)
         return plan
 
     def settle(self, plan: PassPlan, end_ms: float, pass_idx: int,
@@ -118,6 +139,8 @@ class DpScheduler:
         for r, p in zip(self.ranks, plan.parts):
             if p.entries:
                 done.extend(r.finish(p, end_ms, pass_idx, first))
+        if not self.has_work():
+            self.step = 0            # idle: the step count restarts with the next pass
         return PassOutcome(tuple(done), tuple(first), tuple(plan.rejected), plan.preempted,
                            events)
 

@@ -170,10 +170,14 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
         # ahead of ``r`` leaves the list, the request right behind ``r`` slides into
         # the next position already visited and sits this pass out.
         bs, caching, kv = self.bs, self.caching, self.kv
+        gated = not self.admit_prefill        # attention DP: no prefill work this step
         i = 0
         while i < len(running):
             r = running[i]
             comp = r.computed
+            if gated and (r.seq_len - comp > 1 or not r.generated):
+                i += 1                        # (a prompt's last token is prefill too)
+                continue
             if r.seq_len - comp == 1 and budget > 0:
                 # Decoder fast path: KV work only at a block boundary (a new block when
                 # ``comp`` fills its blocks exactly, caching when ``comp + 1`` fills one).
@@ -226,9 +230,9 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
                 self._admit_transferred(r, now, plan)
                 budget -= 1
                 continue
-            if not self.admit_prefill:
-                break                          # attention DP: not a prefill step
             if r.admissions == 0 and self.rejects(r):
+                if not self.admit_prefill:
+                    break                      # attention DP: not a prefill step
                 waiting.popleft()
                 self._reject(r, plan)
                 continue
@@ -266,6 +270,8 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
             return None
         hit = hit_blocks * bs
         want = seq_len - hit
+        if want > 1 and not self.admit_prefill:
+            return None                    # attention DP: not a prefill step
         if not self.chunked and want > budget:
             return None
         take = want if want < budget else budget

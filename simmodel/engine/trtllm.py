@@ -112,8 +112,6 @@ class TrtllmScheduler(VllmScheduler):
         owed = self.owed() if waiting else 0
         spent = False                         # a request was admitted with no budget left
         while waiting and len(running) < self.max_seqs and not spent:
-            if not self.admit_prefill:
-                break                         # attention DP: not a prefill step
             r = waiting[0]
             if self.rejects(r):
                 waiting.popleft()

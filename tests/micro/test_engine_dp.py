@@ -1,5 +1,7 @@
 """Attention data parallelism (``dp_size > 1``, reference §2.5): lock-step ranks, round
-robin over (worker, rank) slots, ``prefill_schedule_interval``, GPUs per worker."""
+robin over (worker, rank) slots, ``prefill_schedule_interval``, GPUs per worker.  Expected
+values are hand-derived; the interval cases were also run on ai-dynamo-runtime 1.6.1
+(same admission and first-token times)."""
 from __future__ import annotations
 
 import json
@@ -92,3 +94,88 @@ def test_dp_refused_where_not_supported(tmp_path):
                     "cluster: {workers: 1, engine: {dp_size: 2}, router: {mode: kv}}\n")
     with pytest.raises(simmodel.UserError, match="dp_size: attention DP with router mode kv"):
         simmodel.run(simmodel.load_scenario(path))
+
+
+# prefill_schedule_interval 3 on chunked prompts.  Fixed timing (10 ms with prompt work,
+# +1 ms with decoders), a 2048-token budget.  A (rank 0) and B (rank 1) arrive at 0 and
+# decode from 10 on, so step 0 is [0, 10) and step k >= 1 starts at 9 + k while only they
+# run (1 ms passes).  The request under test reaches rank 0 during step 6 [15, 15+1).
+# Each case: rows after A and B (rank 0, rank 1, rank 0...), then the last row's expected
+# (first_admit_ms, first_token_ms).  Every case was also checked on ai-dynamo-runtime 1.6.1.
+INTERVAL_CASES = {
+    # Step 9 at 18 admits C: 2047 tokens (A decodes) in [18, 29).  A chunk continuation is
+    # prefill too: steps 10, 11 (29, 30) skip it; step 12 at 31 [31, 42) takes 2047 more;
+    # steps 13, 14 skip; step 15 at 44 takes the last 906: first token at 55.
+    "a chunk continues only on prefill steps": ([(15.5, 5000)], (18.0, 55.0)),
+    # C (2047 tokens) fills step 9's budget and E (rank 0) is left waiting, so step 10 at
+    # 29 may prefill too: E takes 2046 (A and C decode) in [29, 40); its queue is now empty,
+    # so step 11 at 40 skips E's last 954 tokens; step 12 at 41 [41, 52) takes them.
+    "a prefill step that leaves requests waiting extends to the next step":
+        ([(15.5, 2047), (15.55, 100), (15.6, 3000)], (29.0, 52.0)),
+    # C's last prompt token is left for step 10; a prompt's last token is still prefill:
+    # steps 10, 11 skip it, step 12 at 31 runs it [31, 42).
+    "a last chunk of one token waits too": ([(15.5, 2048)], (18.0, 42.0)),
+}
+
+
+@pytest.mark.parametrize("case", INTERVAL_CASES, ids=list(INTERVAL_CASES))
+def test_prefill_schedule_interval_with_chunks(tmp_path, case):
+    later, expected = INTERVAL_CASES[case]
+    rows = [row(0, 100, 60, 10), row(0, 100, 60, 20)]
+    rows += [row(t, isl, 5, 100 * (i + 1)) for i, (t, isl) in enumerate(later)]
+    res = simmodel.run(trace(tmp_path, rows, dp_size=2, timing_model=FIXED,
+                             prefill_schedule_interval=3, max_num_batched_tokens=2048))
+    last = by_arrival(res).iloc[-1]
+    assert last.decode_worker_idx == 0
+    assert (last.first_admit_ms, last.first_token_ms) == expected
+
+
+def test_prefill_schedule_interval_one_token_prompt(tmp_path):
+    # As above.  C (1025 tokens) shares A's two 512-token trace blocks, so all but its last
+    # token is cached (16 blocks of 64): needing one token, it is admitted at step 7 (16),
+    # not a prefill step; that pass has prompt work and A decoding: first token at 27.
+    rows = [row(0, 1024, 60, 10), row(0, 100, 60, 20), row(15.5, 1025, 5, 10)]
+    res = simmodel.run(trace(tmp_path, rows, dp_size=2, timing_model=FIXED,
+                             prefill_schedule_interval=3, max_num_batched_tokens=2048))
+    c = by_arrival(res).iloc[-1]
+    assert (c.reused_input_tokens, c.first_admit_ms, c.first_token_ms) == (1024, 16.0, 27.0)
+
+
+def test_prefill_schedule_interval_rank_without_decoders(tmp_path):
+    # A rank with no decoding request prefills in every step.  A (rank 0, 3 tokens) is done
+    # at 12; B (rank 1) decodes on.  C reaches the idle rank 0 at 15.5 and is admitted at
+    # step 7 (16); its chunks of 2048 run in steps 7, 8, 9 (10 ms each, B's 1 ms decode in
+    # parallel): [16, 26), [26, 36), [36, 46) with the last 904 tokens.
+    rows = [row(0, 100, 3, 10), row(0, 100, 60, 20), row(15.5, 5000, 5, 30)]
+    res = simmodel.run(trace(tmp_path, rows, dp_size=2, timing_model=FIXED,
+                             prefill_schedule_interval=3, max_num_batched_tokens=2048))
+    c = by_arrival(res).iloc[-1]
+    assert (c.decode_worker_idx, c.first_admit_ms, c.first_token_ms) == (0, 16.0, 46.0)
+
+
+RESTART_CASES = {
+    # X and Y (100 tokens, 1 output token) end at 10 and the worker has no work: A and B,
+    # arriving at that pass end, start a new busy period whose first step (0) is [10, 20).
+    # A and B decode from 20 (step k at 19 + k); C reaches rank 0 at 25.5, waits through
+    # steps 7 and 8 (26, 27) and is admitted at step 9 (28): first token at 28 + 11.
+    "idle at a pass end": ([(0, 100, 1), (0, 100, 1)], 16384, 10, 25.5, (28.0, 39.0)),
+    # The same, but the first formation (at 0) only rejects R (9000 tokens > 100 blocks
+    # of 64): that leaves the worker with no work as well (C is on rank 1 here).
+    "idle after a rejection": ([(0, 9000, 1)], 100, 10, 25.5, (28.0, 39.0)),
+    # X and Y end at 10 while A and B (arrived at 5) wait: no restart, [10, 20) is step 1,
+    # step k at 18 + k; C (20.5) is admitted at step 3 (21).
+    "requests waiting at the pass end": ([(0, 100, 1), (0, 100, 1)], 16384, 5, 20.5,
+                                         (21.0, 32.0)),
+}
+
+
+@pytest.mark.parametrize("case", RESTART_CASES, ids=list(RESTART_CASES))
+def test_prefill_schedule_interval_steps_restart_when_the_worker_idles(tmp_path, case):
+    first, blocks, t_ab, t_c, expected = RESTART_CASES[case]
+    rows = [row(t, isl, osl, 100 * i) for i, (t, isl, osl) in enumerate(first)]
+    rows += [row(t_ab, 100, 60, 10), row(t_ab, 100, 60, 20), row(t_c, 500, 5, 30)]
+    res = simmodel.run(trace(tmp_path, rows, dp_size=2, timing_model=FIXED,
+                             num_gpu_blocks=blocks, prefill_schedule_interval=3,
+                             max_num_batched_tokens=2048))
+    c = by_arrival(res).iloc[-1]
+    assert (c.first_admit_ms, c.first_token_ms) == expected
