@@ -180,6 +180,7 @@ class Driver:
         if req.on_done is not None and not req.on_done.triggered:
             outcome = {"completed": COMPLETED, "rejected": REJECTED}.get(req.status, CANCELLED)
             req.on_done.succeed(outcome)
+        req.seq = None          # its block hashes are no longer needed (memory on long runs)
 
     def cancel(self, req: EngineRequest) -> None:
         """Cancel a released turn (the seed's ``release_cap_slot``): its worker drops it at
