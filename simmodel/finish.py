@@ -130,8 +130,10 @@ def collect(scenario: Scenario, cluster, wall_ms: float, stats_from_ms: float = 
 def result(scenario: Scenario, snap: RunSnapshot, wall_ms: float,
            stats_from_ms: float = 0.0) -> Result:
     """The ``Result`` of a run from its snapshot."""
-    dp = 1 if scenario.cluster.disaggregated else scenario.cluster.engine.dp_size
-    requests = requests_frame(snap.requests, snap.cancelled, dp)
+    cl = scenario.cluster
+    dp, prefill_dp = ((cl.decode.engine.dp_size, cl.prefill.engine.dp_size) if cl.disaggregated
+                      else (cl.engine.dp_size, 1))
+    requests = requests_frame(snap.requests, snap.cancelled, dp, prefill_dp)
     in_window = snap.requests
     measured = requests
     if stats_from_ms > 0:
@@ -183,6 +185,6 @@ def cost(scenario: Scenario, snap: RunSnapshot, end_s: float) -> dict:
 def kv_events_frame(workers) -> pd.DataFrame:
     """The recorded KV events of all ``workers`` (WorkerRecords), by time then worker."""
     rows = [(t, w.pool, w.idx, "stored" if k == STORED else "removed", h)
-            for w in workers for (t, k, h) in w.kv_events]
+            for w in workers for (t, k, h, *_) in w.kv_events]
     kv_events = pd.DataFrame(rows, columns=["time_ms", "pool", "worker", "kind", "block_hash"])
     return kv_events.sort_values(["time_ms", "worker"], kind="stable", ignore_index=True)

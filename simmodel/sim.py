@@ -163,11 +163,12 @@ def _handoff(cl, env, prefill_workers: list, decode_workers: list, streams) -> H
                                 block_size=cl.prefill.engine.effective_block_size,
                                 prefill_budget=cl.prefill.engine.max_num_batched_tokens,
                                 decode_budget=cl.decode.engine.max_num_batched_tokens,
-                                streams=streams)
+                                streams=streams,
+                                dp=(cl.prefill.engine.dp_size, cl.decode.engine.dp_size))
     order = "destination_first" if cl.prefill.engine.backend == "sglang" else "source_first"
     return Handoff(env, prefill_workers, decode_workers, cl.kv_transfer, routers,
                    max_model_len=cl.prefill.engine.max_model_len, notify_done=None,
-                   order=order)
+                   order=order, decode_dp=cl.decode.engine.dp_size)
 
 
 def _build_disaggregated(scenario, env, workload, streams, concurrency, record,

@@ -34,6 +34,7 @@ from collections import defaultdict, deque
 
 import simpy
 
+from simmodel.cluster.disagg_boundary import BoundaryReservations
 from simmodel.cluster.handoff_record import HandoffRecord
 from simmodel.cluster.kv_link import link_network
 from simmodel.cluster.phases import Phase, event_at
@@ -41,12 +42,12 @@ from simmodel.config import KvTransferConfig
 from simmodel.engine.request import EngineRequest
 from simmodel.engine.timing import duration_ns
 
-class Handoff:
+class Handoff(BoundaryReservations):
     """The router of a disaggregated cluster and the owner of every handoff."""
 
     def __init__(self, env: simpy.Environment, prefill_workers: list, decode_workers: list,
                  transfer: KvTransferConfig, routers: tuple, *, max_model_len: int | None,
-                 notify_done, order: str = "source_first"):
+                 notify_done, order: str = "source_first", decode_dp: int = 1):
         self.env = env
         self.prefill_workers = prefill_workers
         self.workers = decode_workers            # what Driver.cancel looks up
@@ -60,14 +61,17 @@ class Handoff:
                         if transfer.contention else None)
         # each pool's router (routing.Router, from routing.make_pool_routers)
         self.prefill_router, self.decode_router = routers
-        # per decode worker: reservations waiting for blocks (FIFO), and those deferred
-        # to its pass end (see _boundary)
-        self.pending: dict[int, deque] = defaultdict(deque)
-        self.deferred: dict[int, deque] = defaultdict(deque)
-        self._activations: dict[int, tuple] = {}   # decode worker -> (time, count)
-        # destination first: decode workers whose deferred queue has no _boundary
+        # per decode slot (worker idx, DP rank; measured: each rank of an attention-DP
+        # worker keeps its own): reservations waiting for blocks (FIFO), and those
+        # deferred to the worker's pass end (see _boundary)
+        self.pending: dict[tuple, deque] = defaultdict(deque)
+        self.deferred: dict[tuple, deque] = defaultdict(deque)
+        self._activations: dict[tuple, tuple] = {}   # decode slot -> (time, count)
+        # destination first: decode slots whose deferred queue has no _boundary
         # scheduled (it waits for the worker's next call, see _boundary)
         self._unhooked: set = set()
+        self.decode_dp = decode_dp
+        self._due: dict[int, set] = defaultdict(set)  # DP: ranks owed this boundary
         self._route_now = False
         # scaling runs: requests that found no active decode worker, in order
         self._await_decode: deque = deque()
@@ -83,7 +87,8 @@ class Handoff:
 
     def on_decode_retract(self, w) -> None:
         """SGLang, measured: a decode retraction frees slots like a completion does."""
-        self._retry_pending(w)
+        for rank in range(self.decode_dp):
+            self._retry_pending(w, rank)
 
     # -- 1. prefill ---------------------------------------------------------------------
     def route(self, req: EngineRequest) -> None:
@@ -174,23 +179,25 @@ class Handoff:
 
     def _send_reservation(self, d, req: EngineRequest) -> None:
         self._inbound[d.idx][req.uid] = req
-        if d.idle_between_passes and not self.deferred[d.idx]:
+        rank = req.dp_rank
+        key = (d.idx, rank)
+        if d.idle_between_passes and not self.deferred[key]:
             self._reserve_or_wait(d, req)
             return
         # Mid-pass: deferred to the pass end (see _boundary).
-        queue = self.deferred[d.idx]
+        queue = self.deferred[key]
         queue.append(req)
-        if d.idx in self._unhooked:
+        if key in self._unhooked:
             # an idle worker's queue waiting for a call: this reservation is one
-            self._call(d)
+            self._call(d, rank)
         elif len(queue) == 1:
-            d.steps.at_boundary(lambda: self._boundary(d))
+            d.steps.at_boundary(self._step(d, rank))
 
     def _reserve_or_wait(self, d, req: EngineRequest) -> float | None:
         if -(-req.prompt_len // d.sched.bs) > d.sched.num_blocks:
             self._reject_at_destination(req)       # could never be reserved
             return None
-        queue = self.pending[d.idx]
+        queue = self.pending[(d.idx, req.dp_rank)]
         if queue:
             queue.append(req)
             return None
@@ -198,38 +205,6 @@ class Handoff:
         if delay is None:
             queue.append(req)
         return delay
-
-    def _boundary(self, d, budget: int | None = None) -> None:
-        """Reservations that reached a busy decode worker, at its pass end (after the
-        activations of that boundary).  Measured on the reference: one is applied, plus
-        one more for every destination activated at this boundary and for every applied
-        reservation whose transfer takes no time; the rest wait for the next pass end
-        (so 1, 2, 3, ... per boundary while each transfer fits in a pass).
-
-        Destination first (SGLang), measured: the reference tries one reservation per
-        call into the decode worker (a pass end, an activation, a reservation), so when
-        the worker goes idle with reservations still queued they wait for its next
-        activation or reservation (``_call``), not for the first idle moment."""
-        queue = self.deferred[d.idx]
-        if budget is None:
-            t, acts = self._activations.get(d.idx, (None, 0))
-            budget = 1 + (acts if t == self.env.now else 0)
-        while queue and budget > 0:
-            delay = self._reserve_or_wait(d, queue.popleft())
-            budget -= 1
-            if delay == 0.0:
-                budget += 1                   # its activation happens at once
-        if queue:
-            if self.order == "destination_first" and not d.has_work():
-                self._unhooked.add(d.idx)     # no pass to come: wait for a call
-            else:
-                d.steps.after_next_pass(lambda: self._boundary(d))
-
-    def _call(self, d) -> None:
-        """Destination first: a call into idle decode worker ``d`` (an activation or a
-        reservation) tries one queued reservation."""
-        self._unhooked.discard(d.idx)
-        self._boundary(d, 1)
 
     # -- 2. destination -----------------------------------------------------------------
     def _reserve(self, d, req: EngineRequest) -> float | None:
@@ -311,13 +286,15 @@ class Handoff:
             p.sched.release_source(rec.prefill)
 
         idle = d.idle_between_passes       # applied now, not at a pass end
+        rank = req.dp_rank
+        key = (d.idx, rank)
 
         def activate():
             now = self.env.now
             self._inbound[d.idx].pop(req.uid, None)
             rec.destination_activated_ms = now
-            t, n = self._activations.get(d.idx, (None, 0))
-            self._activations[d.idx] = (now, n + 1 if t == now else 1)
+            t, n = self._activations.get(key, (None, 0))
+            self._activations[key] = (now, n + 1 if t == now else 1)
             freed = d.activate(req)
             if self.order == "destination_first":
                 # SGLang: the pages its prompt shares with the tree came back (a
@@ -325,13 +302,13 @@ class Handoff:
                 # call of its own (at a pass end it counts in that boundary's budget)
                 if idle:
                     if freed > 0:
-                        self._unblock(d)
-                    if self.deferred[d.idx] and d.idx in self._unhooked:
+                        self._unblock(d, rank)
+                    if self.deferred[key] and key in self._unhooked:
                         self._route_now = True
-                        self._call(d)
+                        self._call(d, rank)
                         self._route_now = False
                 elif freed > 0:
-                    self._retry_pending(d)
+                    self._retry_pending(d, rank)
             p.steps.command(release)
         d.steps.command(activate)
 
@@ -341,7 +318,7 @@ class Handoff:
         d = self.workers[req.worker_idx]
         self._inbound[d.idx].pop(req.uid, None)
         d.sched.unreserve(req)
-        self._retry_pending(d)
+        self._retry_pending(d, req.dp_rank)
 
     # -- 4. decode side ---------------------------------------------------------------------
     def on_decode_done(self, req: EngineRequest) -> None:
@@ -349,35 +326,4 @@ class Handoff:
         waiting reservations on that worker are retried."""
         self.decode_router.on_done(req)
         self.notify_done(req)
-        self._retry_pending(self.workers[req.worker_idx])
-
-    def _retry_pending(self, d) -> None:
-        """Blocks were freed on ``d``: reservations waiting there go on, in order.
-
-        SGLang (destination first), measured: the waiting reservations rejoin the head
-        of the worker's deferred queue and are applied at the budget of the boundary
-        being settled (``_boundary``: one, plus one per destination activated there),
-        the rest at the following pass ends -- not all at once."""
-        queue = self.pending.get(d.idx)
-        if not queue:
-            return
-        if self.order == "destination_first":
-            hooked = bool(self.deferred[d.idx]) and d.idx not in self._unhooked
-            self._unblock(d)
-            if not hooked:
-                self._unhooked.discard(d.idx)
-                d.steps.at_this_boundary(lambda: self._boundary(d))
-            return
-        while queue and self._reserve(d, queue[0]) is not None:
-            queue.popleft()
-
-    def _unblock(self, d) -> None:
-        """Destination first: reservations that waited for blocks on ``d`` rejoin the
-        head of its deferred queue (the caller sees that it gets a _boundary)."""
-        queue = self.pending.get(d.idx)
-        if queue:
-            deferred = self.deferred[d.idx]
-            if not deferred:
-                self._unhooked.add(d.idx)
-            deferred.extendleft(reversed(queue))
-            queue.clear()
+        self._retry_pending(self.workers[req.worker_idx], req.dp_rank)

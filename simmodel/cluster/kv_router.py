@@ -26,6 +26,13 @@ exceed f x max_num_batched_tokens; a request waits in the queue when the queue i
 empty or every worker is busy, and the queue drains on every prefill completion, request
 completion and topology change, best entry first (fcfs / lcfs / wspt).
 
+Attention DP (``dp``): every (worker, rank) is a target of its own (measured: the
+reference places requests of different prefixes on the ranks of one worker and each
+follow-up on the rank holding its prefix): its own index, fed by its rank's events,
+its own active blocks and prefill tokens, its own place in the cost comparison and the
+busy test.  A view is kept per slot ``worker × dp + rank``; the chosen rank goes to the
+request (``dp_rank``).
+
 Pure bookkeeping; before each decision it reads every worker's current view
 (``Worker.view``), by which a worker in a coalesced decode run has published the KV
 events of every pass that already ended.
@@ -60,9 +67,10 @@ class KvRouter:
     needs_kv_events = True               # its view of each worker's cache is built from them
 
     def __init__(self, env, workers: list, cfg: RouterConfig, *, block_size: int,
-                 max_num_batched_tokens: int, rng: np.random.Generator):
+                 max_num_batched_tokens: int, rng: np.random.Generator, dp: int = 1):
         self.env = env
         self.workers = workers
+        self.dp = dp                           # attention DP: ranks (targets) per worker
         self.cfg = cfg
         self.bs = block_size
         self.rng = rng
@@ -72,18 +80,18 @@ class KvRouter:
                            else cfg.router_queue_threshold * max_num_batched_tokens)
         self.queue: list = []                  # heap of (-strict, -score, seq, request)
         self._seq = 0
-        self._routed: dict[int, tuple] = {}    # uid -> (worker, hashes, prefill tokens left)
+        self._routed: dict[int, tuple] = {}    # uid -> (slot, hashes, prefill tokens left)
         self.waiting: deque = deque()          # requests that found no active worker
         self.traffic = None                    # planner's TrafficWindow (admissions)
 
     # -- wiring -----------------------------------------------------------------------
     def attach(self) -> None:
-        """Called once the workers exist."""
-        self.views = [_WorkerView() for _ in self.workers]
+        """Called once the workers exist: a view per (worker, rank) slot."""
+        self.views = [_WorkerView() for _ in range(len(self.workers) * self.dp)]
 
     def attach_new(self) -> None:
         """Views for workers added since (scaling): a new worker's index starts empty."""
-        while len(self.views) < len(self.workers):
+        while len(self.views) < len(self.workers) * self.dp:
             self.views.append(_WorkerView())
 
     def observe_traffic(self, traffic) -> None:
@@ -91,11 +99,11 @@ class KvRouter:
         self.traffic = traffic
 
     def on_kv_events(self, worker: int, events) -> None:
-        """``events``: (pass end ms, kind, hash) in time order; visible after the lag."""
-        pending = self.views[worker].pending
-        lag = self.lag
-        for t, kind, h in events:
-            pending.append((t + lag, kind, h))
+        """``events``: (pass end ms, kind, hash[, DP rank]) in time order; visible after
+        the lag, in the view of the event's (worker, rank)."""
+        lag, views, base = self.lag, self.views, worker * self.dp
+        for t, kind, h, *rank in events:
+            views[base + (rank[0] if rank else 0)].pending.append((t + lag, kind, h))
 
     # -- routing ----------------------------------------------------------------------
     def route(self, req: EngineRequest) -> None:
@@ -116,17 +124,15 @@ class KvRouter:
         return True
 
     def pick(self, req: EngineRequest) -> int | None:
-        """Choose an active worker for ``req`` and book it there (without submitting);
-        None when no worker is active (scaling runs)."""
+        """Choose an active worker (and rank, set on ``req``) for ``req`` and book it
+        there (without submitting); None when no worker is active (scaling runs)."""
         now = self.env.now
-        workers = self.workers
-        states = [w.view().state for w in workers]
-        views = self.views
-        if len(views) < len(workers):
+        cands = self._active_slots()           # (first: a worker's view publishes its events)
+        if len(self.views) < len(self.workers) * self.dp:
             self.attach_new()
+        views = self.views
         for v in views:
             self._apply_events(v, now)
-        cands = [i for i, state in enumerate(states) if state == "active"]
         if not cands:
             return None
         bs = self.bs
@@ -148,7 +154,14 @@ class KvRouter:
         self._routed[req.uid] = (i, hashes, left)
         if self.traffic is not None:
             self.traffic.on_admission(overlaps[c], -(-isl // bs))
-        return i
+        worker, req.dp_rank = divmod(i, self.dp)
+        return worker
+
+    def _active_slots(self) -> list[int]:
+        """The (worker, rank) slots of the active workers, worker by worker."""
+        dp = self.dp
+        return [w * dp + r for w, state in enumerate(x.view().state for x in self.workers)
+                if state == "active" for r in range(dp)]
 
     def _apply_events(self, v: _WorkerView, now: float) -> None:
         pending, index = v.pending, v.index
@@ -237,8 +250,9 @@ class KvRouter:
 
     # -- queue ------------------------------------------------------------------------
     def _all_busy(self) -> bool:
-        return all(v.prefill_tokens > self.busy_limit
-                   for v, w in zip(self.views, self.workers) if w.state == "active")
+        views, dp = self.views, self.dp
+        return all(views[i].prefill_tokens > self.busy_limit for i in range(len(views))
+                   if self.workers[i // dp].state == "active")
 
     def _enqueue(self, req: EngineRequest) -> None:
         strict = getattr(_turn(req), "strict_priority", 0)
@@ -256,11 +270,10 @@ class KvRouter:
         if policy == "lcfs":
             return bump + arrival_s
         hashes = req.seq.ensure(req.prompt_len // self.bs)[: req.prompt_len // self.bs]
-        states = [w.view().state for w in self.workers]
+        slots = self._active_slots()
         for v in self.views:
             self._apply_events(v, self.env.now)
-        best = max((self._overlap(v, hashes) for v, state in zip(self.views, states)
-                    if state == "active"), default=0) * self.bs
+        best = max((self._overlap(self.views[i], hashes) for i in slots), default=0) * self.bs
         return (1.0 + bump) / max(1, req.prompt_len - best)
 
     def _drain(self) -> None:

@@ -55,7 +55,10 @@ class RoundRobin:
         """The worker ``req`` would be placed on, chosen now (the cycle advances), or
         None if no worker is active; nothing is submitted."""
         w = self.next_active()
-        return None if w is None else w.idx
+        if w is None:
+            return None
+        req.dp_rank = self.rank
+        return w.idx
 
     def next_active(self):
         """The next active worker after the last one used (None if none is active); with
@@ -100,16 +103,19 @@ class PositionalRoundRobin(RoundRobin):
     """The disaggregated pools' round robin (measured on the reference): a counter into
     the list of *active* workers, ``i = counter mod len(active)``, then ``counter = i + 1``.
     With a fixed pool it is the same cycle; when the pool shrinks it can differ from
-    ``RoundRobin`` (which resumes after the last worker id used)."""
+    ``RoundRobin`` (which resumes after the last worker id used).  With attention DP the
+    list is of the active workers' (worker, rank) slots, rank by rank within a worker
+    (measured: unlike ``RoundRobin``'s order); the rank is left in ``self.rank``."""
 
-    def __init__(self, workers: list):
-        super().__init__(workers)
+    def __init__(self, workers: list, dp: int = 1):
+        super().__init__(workers, dp)
         self.counter = 0
 
     def next_active(self):
         active = [w for w in self.workers if w.state == "active"]
         if not active:
             return None
-        i = self.counter % len(active)
+        i = self.counter % (len(active) * self.dp)
         self.counter = i + 1
-        return active[i]
+        w, self.rank = divmod(i, self.dp)
+        return active[w]

@@ -61,26 +61,30 @@ def make_router(cfg, env, workers: list, *, block_size: int, max_num_batched_tok
     """The aggregated cluster's router for ``cluster.router`` (``cfg``)."""
     if cfg.mode == "kv":
         return kv_router.KvRouter(env, workers, cfg, block_size=block_size,
-                                  max_num_batched_tokens=max_num_batched_tokens, rng=rng)
+                                  max_num_batched_tokens=max_num_batched_tokens, rng=rng,
+                                  dp=dp_size)
     return RoundRobin(workers, dp=dp_size)
 
 
 def make_pool_routers(cfg, env, prefill_workers: list, decode_workers: list, *,
-                      block_size: int, prefill_budget: int, decode_budget: int, streams):
+                      block_size: int, prefill_budget: int, decode_budget: int, streams,
+                      dp: tuple[int, int] = (1, 1)):
     """A disaggregated cluster's (prefill router, decode router).  Round robin: one over
     the *active* workers of each pool, advanced once per request (``PositionalRoundRobin``,
     measured).  Router mode kv: derived as the reference derives them -- the prefill
     router has no active-block term; the decode router has overlap, KV-reuse
-    assumption, prefill tracking and queueing off."""
+    assumption, prefill tracking and queueing off.  ``dp``: each pool's ranks per worker
+    (attention DP: the routers place on (worker, rank) slots)."""
     if cfg.mode != "kv":
-        return PositionalRoundRobin(prefill_workers), PositionalRoundRobin(decode_workers)
+        return (PositionalRoundRobin(prefill_workers, dp[0]),
+                PositionalRoundRobin(decode_workers, dp[1]))
     prefill = kv_router.KvRouter(env, prefill_workers,
                                  dataclasses.replace(cfg, router_track_active_blocks=False),
                                  block_size=block_size, max_num_batched_tokens=prefill_budget,
-                                 rng=streams["router_ties"])
+                                 rng=streams["router_ties"], dp=dp[0])
     decode = kv_router.KvRouter(env, decode_workers, dataclasses.replace(
         cfg, overlap_score_credit=0.0, router_assume_kv_reuse=False,
         router_track_prefill_tokens=False, router_queue_threshold=None),
         block_size=block_size, max_num_batched_tokens=decode_budget,
-        rng=streams["decode_router_ties"])
+        rng=streams["decode_router_ties"], dp=dp[1])
     return prefill, decode

@@ -25,7 +25,7 @@ from __future__ import annotations
 class BoundarySteps:
     """The handoff steps one worker owes (see the module docstring)."""
 
-    __slots__ = ("_idle", "_take", "_wake", "commands", "hooks", "next")
+    __slots__ = ("_idle", "_take", "_wake", "commands", "hooks", "next", "applying")
 
     def __init__(self, idle, take, wake):
         self._idle = idle                 # callable() -> no pass in flight now
@@ -34,6 +34,7 @@ class BoundarySteps:
         self.commands: list = []
         self.hooks: list = []
         self.next: list = []
+        self.applying = False             # inside ``apply`` (a boundary being settled)
 
     def command(self, fn) -> None:
         """Run ``fn()`` now if no pass is in flight, else at the end of the pass in flight."""
@@ -74,6 +75,7 @@ class BoundarySteps:
         """Run the steps owed at this boundary: commands, then hooks (a step may add
         more; they run too)."""
         self._take()
+        self.applying = True
         while self.commands or self.hooks:
             while self.commands:
                 cmds, self.commands = self.commands, []
@@ -82,6 +84,7 @@ class BoundarySteps:
             hooks, self.hooks = self.hooks, []
             for fn in hooks:
                 fn()
+        self.applying = False
 
     def apply_next(self) -> None:
         """No pass to run: the steps waiting for the next pass end run now."""

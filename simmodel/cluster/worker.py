@@ -263,7 +263,7 @@ class Worker:
             self.decode_forwards += fpm_parts[0]["num_decode_requests"]
         out = sched.settle(plan, end, pass_idx, self.publishes)
         if out.kv_events:
-            self._publish([(end, kind, h) for kind, h in out.kv_events])
+            self._publish([(end, *e) for e in out.kv_events])   # (kind, hash[, rank])
         ended = self._ended
         for r in out.ended:
             ended(r)
@@ -393,7 +393,7 @@ class Worker:
                 self._commit_run(upto)
 
     def _publish(self, events: list) -> None:
-        """KV events ``(pass end, kind, hash)``: kept for the result and/or sent on."""
+        """KV events ``(pass end, kind, hash[, DP rank])``: kept for the result and sent on."""
         if self.record_events:
             self.kv_events.extend(events)
         for fn in self._on_kv_events:

@@ -55,17 +55,3 @@ def check_scenario(workload: WorkloadConfig, cluster: ClusterConfig) -> None:
     if workload.concurrency is not None and workload.agentic:
         raise ConfigError("workload.concurrency", f"not supported for format "
                           f"{workload.format!r} (agentic workloads)")
-    if cl.disaggregated:
-        for key, pool in (("prefill", cl.prefill), ("decode", cl.decode)):
-            if pool.engine.dp_size > 1:
-                raise ConfigError(f"cluster.{key}.engine.dp_size", "attention DP is supported "
-                                  "in aggregated clusters only so far")
-        return
-    eng = cl.engine
-    if eng.dp_size > 1 and eng.backend == "sglang":
-        raise ConfigError("cluster.engine.dp_size", "attention DP with the sglang backend is "
-                          "not supported yet (its lock-step pass cost when ranks mix prefill "
-                          "and decode is not pinned down)")
-    if eng.dp_size > 1 and cl.router.mode == "kv":
-        raise ConfigError("cluster.engine.dp_size", "attention DP with router mode kv is not "
-                          "supported yet (use round_robin)")

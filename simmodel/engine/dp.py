@@ -6,8 +6,9 @@ to do forms an empty one), the worker's pass lasts as long as the slowest rank's
 every rank's tokens are stamped at that common end.  A request is placed on a rank by the
 router (``EngineRequest.dp_rank``); the reported worker index is ``worker × dp + rank``.
 
-``DpScheduler`` presents the ranks to the worker process as one scheduler (the
-``simmodel.engine.api.Scheduler`` interface).  Decode runs are not coalesced
+``DpScheduler`` presents the ranks (schedulers of any backend; an SGLang rank takes its
+share of the budgets itself, ``simmodel.engine.sglang``) to the worker process as one
+scheduler (the ``simmodel.engine.api.Scheduler`` interface).  Decode runs are not coalesced
 (``decode_run`` returns None); a handoff step goes to the request's rank.
 
 ``prefill_schedule_interval`` k > 1 (probed on the reference): in a step that is not a
@@ -35,7 +36,8 @@ def _total(name: str, doc: str) -> property:
 
 
 class _KvView:
-    """The ranks' KV pools seen together (sums), for telemetry and KV events."""
+    """The ranks' KV pools seen together (sums), for telemetry and KV events; an event
+    carries its rank, ``(kind, hash, rank)`` (a KV router indexes each rank apart)."""
 
     def __init__(self, ranks):
         self._parts = [r.kv for r in ranks]
@@ -47,8 +49,8 @@ class _KvView:
 
     def drain_events(self) -> list:
         out = []
-        for kv in self._parts:
-            out.extend(kv.drain_events())
+        for rank, kv in enumerate(self._parts):
+            out.extend((kind, h, rank) for kind, h in kv.drain_events())
         return out
 
 

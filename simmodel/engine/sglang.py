@@ -51,6 +51,11 @@ the arrived prompt in the tree (freeing pages it duplicates, *measured*) and put
 request straight into the running batch at the next pass, whose decode step emits the
 first visible token.
 
+**Attention DP** (``dp_size`` > 1, *measured*): each rank chunks at
+``chunked_prefill_size // dp_size`` tokens (``max_prefill_tokens`` is not divided) and
+its ``init`` above is multiplied by 0.3 (as SGLang does with DP attention); the ranks
+run in lock-step (``simmodel.engine.dp``), a prefill rank and a decode rank alike.
+
 Event budget: none (pure); per pass O(running + admitted), the admission walk also
 O(segments) per request looked at; per coalesced decode run O(running + passes).
 """
@@ -91,9 +96,10 @@ class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
         g = engine.sglang
         self.lpm = g.schedule_policy == "lpm"
         self.max_prefill = g.max_prefill_tokens
-        self.chunk = g.chunked_prefill_size
+        dp = engine.dp_size                 # attention DP: the rank's share (module doc)
+        self.chunk = g.chunked_prefill_size // dp
         self.clip = g.clip_max_new_tokens
-        self.init_ratio = 0.7 * g.schedule_conservativeness
+        self.init_ratio = 0.7 * g.schedule_conservativeness * (0.3 if dp > 1 else 1.0)
         self.min_ratio = self.init_ratio * 0.14
         self.decay = (self.init_ratio - self.min_ratio) / 600
         self.ratio = self.init_ratio

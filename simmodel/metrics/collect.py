@@ -30,12 +30,13 @@ _COLUMNS = tuple((f.name, attrgetter(f.name), f.type in ("int", "float", int, fl
 _NUMERIC = (np.dtype(np.int64), np.dtype(np.float64))
 
 
-def requests_frame(requests, unreleased, dp_size: int = 1) -> pd.DataFrame:
+def requests_frame(requests, unreleased, dp_size: int = 1,
+                   prefill_dp: int = 1) -> pd.DataFrame:
     """``requests``: EngineRequests in release order; ``unreleased``: (turn, status) of
     workload turns that never reached the cluster (cut short: ``incomplete``; left behind
     by a cancelled turn: ``cancelled``).  With attention DP the worker index is reported
-    as ``worker × dp_size + rank``."""
-    records = [request_record(r, dp_size) for r in requests]
+    as ``worker × dp_size + rank`` (a prefill worker's with ``prefill_dp``)."""
+    records = [request_record(r, dp_size, prefill_dp) for r in requests]
     records.extend(unreleased_record(t, status) for t, status in unreleased)
     return records_frame(records)
 

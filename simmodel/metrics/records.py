@@ -21,10 +21,11 @@ from simmodel.result import RequestRecord
 NAN = math.nan
 
 
-def request_record(r, dp_size: int = 1) -> RequestRecord:
+def request_record(r, dp_size: int = 1, prefill_dp: int = 1) -> RequestRecord:
     """The row of a released request ``r`` (an ``EngineRequest``; disaggregated, the
     decode side, whose ``handoff`` holds the prefill side and the transfer times).  With
-    attention DP the worker index is reported as ``worker × dp_size + rank``."""
+    attention DP the worker index is reported as ``worker × dp_size + rank`` (a prefill
+    worker's as ``worker × prefill_dp + rank``)."""
     turn, h = r.meta, r.handoff
     src = r if h is None else h.prefill     # disaggregated: admission and reuse at prefill
     arrival_time_ms, first_token_ms = r.arrival_ms, r.first_token_ms
@@ -50,13 +51,15 @@ def request_record(r, dp_size: int = 1) -> RequestRecord:
         admission_count, admission_count - 1 if admission_count > 0 else 0,
         r.status)
     if h is not None:
-        _lifecycle(rec, r, h)
+        _lifecycle(rec, r, h, prefill_dp)
     return rec
 
 
-def _lifecycle(rec: RequestRecord, r, h) -> None:
-    """The disaggregated lifecycle from the handoff record ``h`` of decode request ``r``."""
-    rec.prefill_worker_idx = h.prefill_worker_idx
+def _lifecycle(rec: RequestRecord, r, h, dp: int) -> None:
+    """The disaggregated lifecycle from the handoff record ``h`` of decode request ``r``
+    (``dp``: the prefill pool's ranks per worker)."""
+    p = h.prefill_worker_idx
+    rec.prefill_worker_idx = p * dp + h.prefill.dp_rank if p >= 0 else p
     rec.prefill_admit_ms = h.prefill.first_admit_ms
     rec.source_held_ms = h.source_held_ms
     rec.destination_reserved_ms = h.destination_reserved_ms

@@ -1,17 +1,26 @@
 """Attention data parallelism (``dp_size > 1``, reference §2.5): lock-step ranks, round
-robin over (worker, rank) slots, ``prefill_schedule_interval``, GPUs per worker.  Expected
-values are hand-derived; the interval cases were also run on ai-dynamo-runtime 1.6.1
-(same admission and first-token times)."""
+robin over (worker, rank) slots, ``prefill_schedule_interval``, GPUs per worker, and an
+SGLang rank's share of the scheduler's budgets.  Expected values are hand-derived; the
+interval cases were also run on ai-dynamo-runtime 1.6.1 (same admission and first-token
+times)."""
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 
+import numpy as np
 import pytest
 
 import simmodel
-from simmodel.config import (ClusterConfig, EngineConfig, RunConfig, Scenario, TimingConfig,
-                             WorkloadConfig, SyntheticConfig)
+from simmodel.cluster.kv_router import KvRouter
+from simmodel.config import (ClusterConfig, EngineConfig, RouterConfig, RunConfig, Scenario,
+                             TimingConfig, WorkloadConfig, SyntheticConfig)
+from simmodel.engine.kv_cache import REMOVED, STORED
+from simmodel.engine.request import EngineRequest
 from simmodel.engine.timing import div_ns, duration_ns, prefill_poly_ms
+from simmodel.engine.tokens import TokenSequence
+from simmodel.workload.model import Prompt
 
 FIXED = TimingConfig(type="fixed", prefill_ms=10.0, decode_ms=1.0)
 
@@ -87,13 +96,163 @@ def test_prefill_schedule_interval(tmp_path):
     assert c.first_token_ms == 32.0
 
 
-def test_dp_refused_where_not_supported(tmp_path):
+def p_ms(tokens):
+    """The reference's prefill polynomial on its nanosecond clock (§2.1)."""
+    return div_ns(duration_ns(prefill_poly_ms(tokens)), 1.0) / 1e6
+
+
+def test_sglang_rank_chunks_at_its_share_of_chunked_prefill_size(tmp_path):
+    # dp 2: a rank chunks at 8192 // 2 = 4096 tokens, so a lone 7000-token prompt prefills
+    # in two passes, 4096 then 2904 new tokens (measured on 1.6.1: TTFT 149.900484 ms);
+    # without DP it is one pass of 7000.
+    rows = [row(0, 7000, 3, 10)]
+    dp2 = by_arrival(simmodel.run(trace(tmp_path, rows, backend="sglang", dp_size=2,
+                                        num_gpu_blocks=65536)))
+    assert dp2.ttft_ms[0] == pytest.approx(p_ms(4096) + p_ms(2904), abs=1e-9)
+    assert dp2.ttft_ms[0] == pytest.approx(149.900484, abs=1e-6)
+    dp1 = by_arrival(simmodel.run(trace(tmp_path, rows, backend="sglang",
+                                        num_gpu_blocks=65536)))
+    assert dp1.ttft_ms[0] == pytest.approx(p_ms(7000), abs=1e-9)
+
+
+def sglang_offset_case(tmp_path, conservativeness):
+    # Fixed timing (10 ms a prefill pass, 1 ms a decode pass), one worker, dp 2, pools of
+    # 10,000 one-token slots.  A (rank 0) 1000/4000 and X (rank 1) 100/2 prefill in [0, 10);
+    # B (4000/3000, rank 0) arrives at 5.  At 10, rank 0's walk sees room 10000 - 1001
+    # (A's prompt and first token, locked) = 8999 and the offset 3999 x new_token_ratio;
+    # B needs 4000 + min(3000, 4096) = 7000 < 8999 - offset.
+    rows = [row(0, 1000, 4000, 10), row(0, 100, 2, 20), row(5, 4000, 3000, 30)]
+    from simmodel.config import SglangConfig
+    sc = trace(tmp_path, rows, backend="sglang", dp_size=2, num_gpu_blocks=10000,
+               timing_model=FIXED, sglang=SglangConfig(schedule_conservativeness=conservativeness))
+    return by_arrival(simmodel.run(sc))
+
+
+def test_sglang_rank_new_token_ratio_starts_at_three_tenths(tmp_path):
+    # With DP the initial ratio is 0.7 x conservativeness x 0.3 = 0.21: offset 839.79,
+    # 7000 < 8159.21, so B is admitted at 10 and its prefill pass ends at 20 (rank 1's
+    # decode pass of 1 ms waits for it).
+    b = sglang_offset_case(tmp_path, 1.0).iloc[2]
+    assert (b.decode_worker_idx, b.first_admit_ms, b.first_token_ms) == (0, 10.0, 20.0)
+    # conservativeness 1 / 0.3 puts it back at 0.7: offset 2799.3, 7000 > 6199.7, B waits
+    b = sglang_offset_case(tmp_path, 1 / 0.3).iloc[2]
+    assert b.first_admit_ms > 10.0
+
+
+def test_prefill_schedule_interval_is_vllm_only():
+    # the reference: "prefill_schedule_interval is supported only for backend=vllm"
+    for backend in ("sglang", "trtllm"):
+        with pytest.raises(simmodel.config.ConfigError, match="^prefill_schedule_interval"):
+            EngineConfig(backend=backend, dp_size=2, prefill_schedule_interval=2)
+    EngineConfig(backend="sglang", dp_size=2, prefill_schedule_interval=1)
+
+
+# -- the KV router: every (worker, rank) a target of its own ------------------------------
+
+class _Worker:
+    """A stand-in worker for a router driven by hand."""
+
+    def __init__(self, idx):
+        self.idx, self.state, self.got = idx, "active", []
+
+    def view(self):
+        return self
+
+    def submit(self, req):
+        self.got.append(req)
+
+
+class _Logged(KvRouter):
+    def _choose(self, costs):
+        i = super()._choose(costs)
+        self.log.append((list(costs), i))
+        return i
+
+
+def kv_router(workers=1, dp=2):
+    env = type("Env", (), {"now": 0.0})()
+    ws = [_Worker(i) for i in range(workers)]
+    r = _Logged(env, ws, RouterConfig(mode="kv"), block_size=64, max_num_batched_tokens=8192,
+                rng=np.random.default_rng(0), dp=dp)
+    r.log = []
+    r.attach()
+    return env, ws, r
+
+
+def request(ids, tokens=2048):
+    uid = next(_uids)
+    return EngineRequest(uid, TokenSequence(Prompt(tuple(ids), 64, tokens), 64, uid), 5,
+                         arrival_ms=0.0)
+
+
+_uids = itertools.count()
+
+
+def test_kv_router_costs_each_rank_apart():
+    # 2048-token prompts, block 64 (§5.2's numbers): an idle rank costs 32 + 32 = 64.  A
+    # goes to one of the two idle ranks; B (another prompt) then sees A's rank at
+    # (2048 + 2048)/64 + 32 + 32 = 128 and the other at 64.
+    env, ws, r = kv_router()
+    a, b = request(range(100, 132)), request(range(200, 232))
+    assert r.pick(a) == 0 and r.log[0][0] == [64.0, 64.0]
+    assert r.pick(b) == 0
+    assert r.log[1][0] == [128.0 if s == a.dp_rank else 64.0 for s in (0, 1)]
+    assert b.dp_rank == 1 - a.dp_rank
+    # A's prompt is cached on its rank (the events carry it); both finish; A's prompt
+    # again costs 0 + 32 there and 64 on the other rank
+    r.on_kv_events(0, [(1.0, STORED, h, a.dp_rank) for h in a.seq.ensure(32)])
+    for q in (a, b):
+        r.on_first_token(q)
+        r.on_done(q)
+    env.now = 2.0
+    c = request(range(100, 132))
+    r.pick(c)
+    assert r.log[2][0] == [32.0 if s == a.dp_rank else 64.0 for s in (0, 1)]
+    assert c.dp_rank == a.dp_rank
+
+
+def test_kv_router_indexes_each_rank_from_its_own_events():
+    # the same blocks stored on both ranks, then removed on rank 0 only: rank 1 keeps them
+    env, ws, r = kv_router()
+    p = request(range(300, 332))
+    hashes = p.seq.ensure(32)
+    r.on_kv_events(0, [(0.0, STORED, h, 0) for h in hashes]
+                   + [(0.0, STORED, h, 1) for h in hashes]
+                   + [(0.0, REMOVED, h, 0) for h in hashes])
+    assert r.pick(p) == 0 and r.log[0] == ([64.0, 32.0], 1) and p.dp_rank == 1
+
+
+def test_kv_router_run_places_groups_on_worker_rank_slots(tmp_path):
+    # 2 workers x dp 2, four prompts of 9 trace blocks (4608 tokens) with distinct
+    # prefixes at 0: a busy slot costs more than an idle one, so each takes its own slot
+    # (index worker x 2 + rank); all prefill in one lock-step pass, TTFT P(4608).  At 1000
+    # each group's follow-up (its 8-block prefix + a new block) finds its prefix (64
+    # engine blocks) on its slot only, reuses 4096 tokens there and prefills 512: P(512).
+    rows = ([row(0, 4608, 3, 1000 * g) for g in range(1, 5)]
+            + [row(1000, 4608, 3, 1000 * g) for g in range(1, 5)])
+    for r in rows[4:]:
+        r["hash_ids"][-1] += 500
+    sc = trace(tmp_path, rows, workers=2, dp_size=2, block_size=64)
+    sc = Scenario(workload=sc.workload, cluster=dataclasses.replace(
+        sc.cluster, router=RouterConfig(mode="kv")))
+    df = by_arrival(simmodel.run(sc))
+    first, follow = df.iloc[:4], df.iloc[4:]
+    assert sorted(first.decode_worker_idx) == [0, 1, 2, 3]
+    assert follow.decode_worker_idx.tolist() == first.decode_worker_idx.tolist()
+    assert follow.reused_input_tokens.tolist() == [4096] * 4
+    assert first.ttft_ms.tolist() == pytest.approx([p_ms(4608)] * 4, abs=1e-9)
+    assert follow.ttft_ms.tolist() == pytest.approx([p_ms(512)] * 4, abs=1e-9)
+
+
+def test_a_scenario_file_with_prefill_schedule_interval_on_sglang_is_refused(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text("workload: {synthetic: {requests: 2, input_tokens: 10, output_tokens: 2, "
                     "arrival_interval_ms: 1.0}}\n"
-                    "cluster: {workers: 1, engine: {dp_size: 2}, router: {mode: kv}}\n")
-    with pytest.raises(simmodel.UserError, match="dp_size: attention DP with router mode kv"):
-        simmodel.run(simmodel.load_scenario(path))
+                    "cluster: {workers: 1, engine: {backend: sglang, dp_size: 2, "
+                    "prefill_schedule_interval: 2}}\n")
+    with pytest.raises(simmodel.UserError, match="prefill_schedule_interval: is supported "
+                                                 "only for backend vllm"):
+        simmodel.load_scenario(path)
 
 
 # prefill_schedule_interval 3 on chunked prompts.  Fixed timing (10 ms with prompt work,

@@ -1,8 +1,8 @@
 """The config is checked once, whole, before any trace is read.
 
 Every rule that depends only on the scenario (each section's values and the rules across
-sections: equal block sizes of the two pools, no closed loop on agentic traces, where
-attention DP is supported) refuses a scenario file while it is loaded, with the same
+sections: equal block sizes of the two pools, no closed loop on agentic traces)
+refuses a scenario file while it is loaded, with the same
 one-line message as when these rules were checked as the run was built, and refuses a
 ``Scenario`` built in Python when it is constructed.  The trace named below does not
 exist: the rule's message, not "file not found", proves the rule came first.  And the
@@ -17,7 +17,7 @@ import sys
 import pytest
 
 import simmodel
-from simmodel.config import (ClusterConfig, ConfigError, EngineConfig, PoolConfig, RouterConfig,
+from simmodel.config import (ClusterConfig, ConfigError, EngineConfig, PoolConfig,
                              Scenario, SyntheticConfig, WorkloadConfig)
 from simmodel.errors import UserError
 
@@ -41,29 +41,6 @@ CASES = {
         "  format: weka\n  concurrency: 2\n",
         "workload.concurrency", "not supported for format 'weka' (agentic workloads)",
         ClusterConfig(), dict(format="weka", concurrency=2)),
-    "attention DP in a prefill pool": (
-        "cluster:\n  prefill: {workers: 1, engine: {dp_size: 2}}\n  decode: {workers: 1}\n",
-        "cluster.prefill.engine.dp_size",
-        "attention DP is supported in aggregated clusters only so far",
-        ClusterConfig(prefill=PoolConfig(engine=EngineConfig(dp_size=2)), decode=PoolConfig()),
-        {}),
-    "attention DP in a decode pool": (
-        "cluster:\n  prefill: {workers: 1}\n  decode: {workers: 1, engine: {dp_size: 2}}\n",
-        "cluster.decode.engine.dp_size",
-        "attention DP is supported in aggregated clusters only so far",
-        ClusterConfig(prefill=PoolConfig(), decode=PoolConfig(engine=EngineConfig(dp_size=2))),
-        {}),
-    "attention DP with sglang": (
-        "cluster: {engine: {backend: sglang, dp_size: 2}}\n",
-        "cluster.engine.dp_size",
-        "attention DP with the sglang backend is not supported yet (its lock-step pass cost "
-        "when ranks mix prefill and decode is not pinned down)",
-        ClusterConfig(engine=EngineConfig(backend="sglang", dp_size=2)), {}),
-    "attention DP with the kv router": (
-        "cluster: {engine: {dp_size: 2}, router: {mode: kv}}\n",
-        "cluster.engine.dp_size",
-        "attention DP with router mode kv is not supported yet (use round_robin)",
-        ClusterConfig(engine=EngineConfig(dp_size=2), router=RouterConfig(mode="kv")), {}),
 }
 
 
@@ -104,9 +81,10 @@ def test_a_scenario_built_in_python_is_refused_when_constructed(tmp_path, name):
 
 def test_replacing_a_section_is_checked_too(tmp_path):
     sc = Scenario(workload=WorkloadConfig(trace=str(tmp_path / MISSING)))
-    with pytest.raises(ConfigError, match="^cluster.engine.dp_size: attention DP with router"):
-        dataclasses.replace(sc, cluster=ClusterConfig(engine=EngineConfig(dp_size=2),
-                                                      router=RouterConfig(mode="kv")))
+    with pytest.raises(ConfigError, match="^cluster.decode.engine.block_size: must equal"):
+        dataclasses.replace(sc, cluster=ClusterConfig(
+            prefill=PoolConfig(engine=EngineConfig(block_size=16)),
+            decode=PoolConfig(engine=EngineConfig(block_size=32))))
 
 
 def test_a_graph_workload_built_in_python_still_refuses_concurrency():

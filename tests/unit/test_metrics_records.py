@@ -85,7 +85,7 @@ def test_released_request_row():
 
 
 def test_disaggregated_row_takes_admission_and_reuse_from_the_prefill_side():
-    prefill = SimpleNamespace(first_admit_ms=12.0, reused=32, first_reused=16)
+    prefill = SimpleNamespace(first_admit_ms=12.0, reused=32, first_reused=16, dp_rank=0)
     h = SimpleNamespace(prefill=prefill, prefill_worker_idx=5, source_held_ms=14.0,
                         destination_reserved_ms=15.0, destination_activated_ms=16.0,
                         source_released_ms=18.0, transfer_ms=2.0, transfer_queue_ms=0.5,
@@ -98,6 +98,10 @@ def test_disaggregated_row_takes_admission_and_reuse_from_the_prefill_side():
             rec.destination_reserved_ms, rec.destination_activated_ms, rec.decode_admit_ms,
             rec.source_released_ms, rec.transfer_ms, rec.transfer_queue_ms,
             rec.transfer_gb_s) == (5, 12.0, 14.0, 15.0, 16.0, 17.0, 18.0, 2.0, 0.5, 40.0)
+    # attention DP in both pools: each index is worker x its pool's dp + rank
+    prefill.dp_rank = 1
+    rec = request_record(engine_request(handoff=h), dp_size=2, prefill_dp=4)
+    assert (rec.prefill_worker_idx, rec.decode_worker_idx) == (5 * 4 + 1, 3 * 2 + 1)
 
 
 def test_single_token_request_has_no_ttst_or_tpot():
