@@ -56,14 +56,16 @@ class PassLog:
         self._arrays = None
 
     def arrays(self) -> dict[str, np.ndarray]:
+        """The columns as numpy arrays: views of the log, not copies (the log is read
+        once, at the end of a run; while the views live, it cannot grow: BufferError)."""
         if self._arrays is None:
             self._arrays = {
-                "start_ms": np.array(self.start, dtype=float),
-                "end_ms": np.array(self.end, dtype=float),
-                "prefill_tokens": np.array(self.prefill_tokens, dtype=np.int64),
-                "num_prefill": np.array(self.num_prefill, dtype=np.int64),
-                "num_decode": np.array(self.num_decode, dtype=np.int64),
-                "decode_tokens": np.array(self.decode_tokens, dtype=np.int64),
-                "kv_blocks_active": np.array(self.kv_active, dtype=np.int64),
+                "start_ms": np.frombuffer(self.start, dtype=np.float64),
+                "end_ms": np.frombuffer(self.end, dtype=np.float64),
+                "prefill_tokens": np.frombuffer(self.prefill_tokens, dtype=np.int64),
+                "num_prefill": np.frombuffer(self.num_prefill, dtype=np.int64),
+                "num_decode": np.frombuffer(self.num_decode, dtype=np.int64),
+                "decode_tokens": np.frombuffer(self.decode_tokens, dtype=np.int64),
+                "kv_blocks_active": np.frombuffer(self.kv_active, dtype=np.int64),
             }
         return self._arrays
