@@ -18,12 +18,15 @@ calls this backend's ``finish``):
    head-of-line); a prefix hit is capped so at least one token is computed.  Full
    blocks are cached as soon as they are scheduled, so a later request in the same pass
    can hit them; one whose hash is already cached stays a copy of its own (kv_cache.py).
+   With speculative decoding (``aic_nextn``) every request that will emit then holds KV
+   for its drafts too, preempting when it cannot (vllm_mtp.py).
 3. Cost: ``prefill_ms`` over requests with prompt tokens in the pass (recomputed
    generated tokens are free) + ``decode_ms`` over requests that emit a token from an
    already computed prompt (their current length counts).  Requests finishing their
    first prefill emit their first token at the pass end but are not in the decode term.
-4. At the pass end every request whose sequence is fully computed emits one token;
-   requests reaching their output length complete and release their blocks.
+4. At the pass end every request whose sequence is fully computed emits one token (a
+   burst with speculative decoding, whose rejected drafts' blocks are freed); requests
+   reaching their output length complete and release their blocks.
 """
 from __future__ import annotations
 
@@ -40,10 +43,11 @@ from simmodel.engine.request import DONE, RUNNING, WAITING, EngineRequest
 from simmodel.engine.role import AGGREGATED, Role
 from simmodel.engine.timing import TimingModel
 from simmodel.engine.vllm_handoff import VllmHandoff
+from simmodel.engine.vllm_mtp import VllmBursts
 from simmodel.engine.vllm_runs import VllmDecodeRuns
 
 
-class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
+class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
     """Waiting queue, running list and KV cache of one rank, and the pass rules above."""
 
     def __init__(self, engine: EngineConfig, timing: TimingModel, *, record_events: bool = False,
@@ -74,8 +78,9 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
         return True
 
     # -- KV helpers -------------------------------------------------------------------
-    def _grow(self, r: EngineRequest, total_tokens: int) -> bool:
-        """Hold blocks for ``total_tokens`` of ``r`` and cache the full ones."""
+    def _grow(self, r: EngineRequest, total_tokens: int, real_tokens: int = -1) -> bool:
+        """Hold blocks for ``total_tokens`` of ``r`` and cache the full ones among its
+        first ``real_tokens`` (default: all of them; fewer when the rest are drafts)."""
         bs = self.bs
         need = -(-total_tokens // bs) - (len(r.cached) + r.n_private)
         if need > 0:
@@ -83,7 +88,7 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
                 return False
             r.n_private += need
         if self.caching:
-            full = total_tokens // bs
+            full = (total_tokens if real_tokens < 0 else real_tokens) // bs
             cached = r.cached
             if full > len(cached):
                 new = r.seq.ensure(full)[len(cached):full]
@@ -151,9 +156,8 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
             plan.admitted = len(entries) - n
             if not (entries or plan.rejected or self.running or self.held) and self.waiting:
                 self._reject_head(plan)
-        if self.mtp_rates:
-            self._bursts(plan)
-        self._cost(plan)
+        victims = self._bursts(plan) if self.mtp_rates else ()
+        self._cost(plan, victims)
         for r, _, _ in entries:
             r.pass_take = 0
         plan.kv_blocks_active = self.kv.active_blocks
@@ -171,6 +175,7 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
         # the next position already visited and sits this pass out.
         bs, caching, kv = self.bs, self.caching, self.kv
         gated = not self.admit_prefill        # attention DP: no prefill work this step
+        fast_ok = not self.mtp_rates          # (drafts: blocks follow vllm_mtp's rules)
         i = 0
         while i < len(running):
             r = running[i]
@@ -178,7 +183,7 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
             if gated and (r.seq_len - comp > 1 or not r.generated):
                 i += 1                        # (a prompt's last token is prefill too)
                 continue
-            if r.seq_len - comp == 1 and budget > 0:
+            if fast_ok and r.seq_len - comp == 1 and budget > 0:
                 # Decoder fast path: KV work only at a block boundary (a new block when
                 # ``comp`` fills its blocks exactly, caching when ``comp + 1`` fills one).
                 if comp % bs == 0:
@@ -325,35 +330,17 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
         r.admissions = 1
         plan.entries.append((r, r.seq_len - 1, 1))
 
-    def _bursts(self, plan: PassPlan) -> None:
-        """Speculative decoding (reference §10): every request emitting in this pass emits
-        1 + its leading accepted drafts (draft i accepted with probability rates[i] once
-        the earlier ones were), capped by its remaining output.  KV for the whole burst is
-        taken now; if the pool cannot supply it the burst shrinks (a decision: the notes
-        say preemption follows)."""
-        rates, rng = self.mtp_rates, self.mtp_rng
-        for r, before, take in plan.entries:
-            after = before + take
-            if after != r.seq_len:
-                r.burst = 1
-                continue
-            b = 1
-            for rate in rates:
-                if rate >= 1.0 or (rate > 0.0 and rng.random() < rate):
-                    b += 1
-                else:
-                    break
-            b = min(b, r.max_output - r.generated)
-            while b > 1 and not self._grow(r, after + b - 1):
-                b -= 1
-            r.burst = b
-            self.mtp_emissions += 1
-            self.mtp_tokens += b
-
-    def _cost(self, plan: PassPlan) -> None:
+    def _cost(self, plan: PassPlan, victims=()) -> None:
         """Step 3: P over the requests with prompt tokens (recomputed generated tokens
-        are free), D over those emitting from an already computed prompt."""
+        are free; ``victims``, preempted for their drafts' KV, included: vllm_mtp.py), D
+        over those emitting from an already computed prompt."""
         n = s_isl = s_pfx = n_dec = dec_tokens = committed = 0
+        for r, before, take in victims:
+            if before < r.prompt_len and not r.transferred:
+                committed += take
+                n += 1
+                s_isl += min(before + take, r.prompt_len)
+                s_pfx += before
         # with speculative decoding a request finishing its prompt also runs the decode step
         mtp = bool(self.mtp_rates)
         for r, before, take in plan.entries:
@@ -374,6 +361,7 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
         """Step 4: settle a pass at its end: emit tokens, complete requests.  Returns the
         requests that completed."""
         done: list = []
+        mtp = bool(self.mtp_rates)
         self.committed_prefill_tokens += plan.committed_tokens
         for r, before, take in plan.entries:
             if r.computed != r.seq_len:
@@ -384,6 +372,8 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, SchedulerBase):
                 r.burst = 1
             if emit(r, b, end_ms, pass_idx, first_tokens):
                 self._end(r, end_ms, done)
+            elif mtp:
+                self._drop_drafts(r)           # rejected drafts' blocks go back
         if done:
             self._drop_finished()
         return done
