@@ -19,30 +19,9 @@ import json
 import pytest
 
 import simmodel
-from simmodel.engine.timing import decode_poly_ms, duration_ns, prefill_poly_ms
 from simmodel.scenario import scenario_from_dict
 
-EXACT = 1e-9                   # ms; far below the 1e-6 ms grid, above float noise
-BS = 16
-
-
-def P(t: int) -> float:
-    """Prefill part of a pass with ``t`` new tokens, ms on the ns grid."""
-    return duration_ns(prefill_poly_ms(t)) / 1e6 if t > 0 else 0.0
-
-
-def D(active: int, cap: int) -> float:
-    """Decode part of a pass with ``active`` tokens in its decoders, ms on the ns grid."""
-    return duration_ns(decode_poly_ms(active, cap)) / 1e6
-
-
-def row(ts, hash_ids, out) -> dict:
-    return {"timestamp": ts, "hash_ids": list(hash_ids), "output_length": out,
-            "input_length": BS * len(hash_ids)}
-
-
-def approx(x):
-    return pytest.approx(x, abs=EXACT)
+from hand_timing import BS, D, P, approx, row
 
 
 @pytest.fixture(params=[True, False], ids=["coalesced", "per-pass"])
