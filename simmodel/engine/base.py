@@ -197,9 +197,8 @@ class SchedulerBase:
         last_end = float(stops[-1])
         last_idx = pass_idx0 + m - 1
         done: list = []
-        for r in running:
-            if emit_run(r, m, pass_idx0, last_idx, first_end, last_end):
-                self._complete(r, last_end, done)
+        for r in emit_run(running, m, pass_idx0, last_idx, first_end, last_end):
+            self._complete(r, last_end, done)
         if done:
             self._drop_finished()
         return RunOutcome(done, starts, stops, n, total + n * np.arange(m, dtype=np.int64),
