@@ -1,0 +1,84 @@
+"""Whether two versions of simmodel give the same results, scenario by scenario.
+
+    python benchmarks/same_outputs.py SCENARIO.yaml [...] --base REV [--candidate DIR]
+
+``REV`` (a commit, default ``HEAD``) is checked out into a temporary git worktree; the
+candidate is ``DIR`` (default: this working tree).  Each scenario runs under both as
+``python -m simmodel run SCENARIO --out TMP`` (a fresh interpreter, ``PYTHONPATH`` at its
+source).  Every parquet file must be equal exactly (``assert_frame_equal(check_exact=True)``:
+values, dtypes, order), and every JSON file equal apart from the host timings
+(``wall_time_ms``, ``processed_tokens_per_s``, ``processed_output_tokens_per_s``).
+Prints IDENTICAL or what differs per scenario; exit 0 when all are identical, 1 otherwise.
+The check behind "outputs bit-identical" in refactoring commits.  Not part of the tests.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+from pandas.testing import assert_frame_equal
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST_KEYS = {"wall_time_ms", "processed_tokens_per_s", "processed_output_tokens_per_s"}
+
+
+def run_under(src: Path, scenario: Path, out: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(src))
+    subprocess.run([sys.executable, "-m", "simmodel", "run", str(scenario), "--out", str(out),
+                    "--quiet"], cwd=src, env=env, check=True, capture_output=True, text=True)
+
+
+def differences(a: Path, b: Path) -> list[str]:
+    """What differs between two result folders (empty: identical)."""
+    bad = sorted(set(os.listdir(a)) ^ set(os.listdir(b)))
+    for name in sorted(set(os.listdir(a)) & set(os.listdir(b))):
+        if name.endswith(".parquet"):
+            try:
+                assert_frame_equal(pd.read_parquet(a / name), pd.read_parquet(b / name),
+                                   check_exact=True)
+            except AssertionError as exc:
+                bad.append(f"{name}: {str(exc).splitlines()[0]}")
+        elif name.endswith(".json"):
+            ja, jb = (json.loads((d / name).read_text()) for d in (a, b))
+            if isinstance(ja, dict) and isinstance(jb, dict):
+                ja = {k: v for k, v in ja.items() if k not in HOST_KEYS}
+                jb = {k: v for k, v in jb.items() if k not in HOST_KEYS}
+            if ja != jb:
+                bad.append(name)
+    return bad
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("scenarios", nargs="+")
+    ap.add_argument("--base", default="HEAD")
+    ap.add_argument("--candidate", default=str(ROOT))
+    opts = ap.parse_args(argv)
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="same_outputs_") as tmp:
+        base = Path(tmp) / "base"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q",
+                        str(base), opts.base], check=True)
+        try:
+            for k, sc in enumerate(opts.scenarios):
+                scenario = Path(sc).resolve()
+                outs = [Path(tmp) / f"{k}_{side}" for side in ("base", "candidate")]
+                run_under(base, scenario, outs[0])
+                run_under(Path(opts.candidate).resolve(), scenario, outs[1])
+                bad = differences(*outs)
+                failed += bool(bad)
+                print(f"{scenario.name}: " + ("IDENTICAL" if not bad else "; ".join(bad)))
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
+                            str(base)], check=False)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
