@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from operator import attrgetter
 
-from simmodel.engine.api import PassOutcome, PassPlan, RunOutcome
+from simmodel.engine.api import PassPlan, RunOutcome
+from simmodel.engine.base import SchedulerBase
 
 
 def _total(name: str, doc: str) -> property:
@@ -133,18 +134,18 @@ class DpScheduler:
             self.step = 0            # (it only rejected: the worker is idle again)
         return plan
 
-    def settle(self, plan: PassPlan, end_ms: float, pass_idx: int,
-               record_events: bool) -> PassOutcome:
-        events = self.kv.drain_events() if record_events else None   # (as SchedulerBase)
+    def finish(self, plan: PassPlan, end_ms: float, pass_idx: int,
+               first_tokens: list) -> list:
+        """Each rank's ``finish`` of its part of ``plan``; the requests that ended."""
         done: list = []
-        first: list = []
         for r, p in zip(self.ranks, plan.parts):
             if p.entries:
-                done.extend(r.finish(p, end_ms, pass_idx, first))
+                done.extend(r.finish(p, end_ms, pass_idx, first_tokens))
         if not self.has_work():
             self.step = 0            # idle: the step count restarts with the next pass
-        return PassOutcome(tuple(done), tuple(first), tuple(plan.rejected), plan.preempted,
-                           events)
+        return done
+
+    settle = SchedulerBase.settle    # the ranks' KV events, then ``finish`` (as a rank's)
 
     def decode_run(self, max_passes: int = 4096) -> None:
         return None

@@ -35,10 +35,9 @@ def emit_run(running, m: int, pass_idx0: int, last_idx: int, first_end: float,
              last_end: float) -> list[EngineRequest]:
     """Every decoder of ``running`` emits its tokens from passes ``pass_idx0..last_idx``
     of a coalesced run (one per pass, the first ending at ``first_end``): counters,
-    timestamps and ITL bookkeeping (as ``_record_gaps``, inlined: this is the hot loop of
-    long runs).  Returns those that reached their output length, in ``running`` order."""
+    timestamps and ITL bookkeeping.  Returns those that reached their output length, in
+    ``running`` order."""
     finished = []
-    before = pass_idx0 - 1
     for r in running:
         g0 = r.generated
         g = g0 + m
@@ -46,18 +45,7 @@ def emit_run(running, m: int, pass_idx0: int, last_idx: int, first_end: float,
         r.seq_len += m
         if g0 == 1:
             r.second_token_ms = first_end
-        segs = r.segs
-        if r.last_pass == before:
-            if segs and segs[-1] == before:
-                segs[-1] = last_idx
-            else:
-                segs.append(pass_idx0)
-                segs.append(last_idx)
-        else:
-            r.bridges.append(first_end - r.last_token_ms)
-            if last_idx > pass_idx0:
-                segs.append(pass_idx0 + 1)
-                segs.append(last_idx)
+        _record_gaps(r, pass_idx0, last_idx, first_end)
         r.last_token_ms = last_end
         r.last_pass = last_idx
         if g >= r.max_output:

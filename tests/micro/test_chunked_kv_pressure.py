@@ -13,30 +13,16 @@ tests/test_micro_scenarios.py.  Each scenario runs with decode coalescing on and
 """
 from __future__ import annotations
 
-import json
-
 import pytest
 
-import simmodel
-from simmodel.scenario import scenario_from_dict
-
-from hand_timing import BS, D, P, approx, row
+from hand_timing import BS, D, P, approx, row, run_one_worker
 
 
 @pytest.fixture(params=[True, False], ids=["coalesced", "per-pass"])
 def sim(request, tmp_path):
     """``sim(rows, engine)`` -> Result of one worker, block size 16."""
-    coalesce = request.param
-
     def _run(rows, engine):
-        path = tmp_path / "trace.jsonl"
-        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        data = {
-            "workload": {"trace": str(path), "trace_block_size": BS},
-            "cluster": {"workers": 1, "engine": {"block_size": BS, **engine}},
-            "run": {"coalesce_decode": coalesce},
-        }
-        return simmodel.run(scenario_from_dict(data, base_dir=str(tmp_path), source="micro"))
+        return run_one_worker(tmp_path, rows, engine, request.param)
     return _run
 
 

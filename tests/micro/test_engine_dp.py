@@ -277,13 +277,18 @@ INTERVAL_CASES = {
 }
 
 
+def run_interval3(tmp_path, rows):
+    """The setting above: dp 2, interval 3, fixed timing, a 2048-token budget."""
+    return simmodel.run(trace(tmp_path, rows, dp_size=2, timing_model=FIXED,
+                              prefill_schedule_interval=3, max_num_batched_tokens=2048))
+
+
 @pytest.mark.parametrize("case", INTERVAL_CASES, ids=list(INTERVAL_CASES))
 def test_prefill_schedule_interval_with_chunks(tmp_path, case):
     later, expected = INTERVAL_CASES[case]
     rows = [row(0, 100, 60, 10), row(0, 100, 60, 20)]
     rows += [row(t, isl, 5, 100 * (i + 1)) for i, (t, isl) in enumerate(later)]
-    res = simmodel.run(trace(tmp_path, rows, dp_size=2, timing_model=FIXED,
-                             prefill_schedule_interval=3, max_num_batched_tokens=2048))
+    res = run_interval3(tmp_path, rows)
     last = by_arrival(res).iloc[-1]
     assert last.decode_worker_idx == 0
     assert (last.first_admit_ms, last.first_token_ms) == expected
@@ -294,8 +299,7 @@ def test_prefill_schedule_interval_one_token_prompt(tmp_path):
     # token is cached (16 blocks of 64): needing one token, it is admitted at step 7 (16),
     # not a prefill step; that pass has prompt work and A decoding: first token at 27.
     rows = [row(0, 1024, 60, 10), row(0, 100, 60, 20), row(15.5, 1025, 5, 10)]
-    res = simmodel.run(trace(tmp_path, rows, dp_size=2, timing_model=FIXED,
-                             prefill_schedule_interval=3, max_num_batched_tokens=2048))
+    res = run_interval3(tmp_path, rows)
     c = by_arrival(res).iloc[-1]
     assert (c.reused_input_tokens, c.first_admit_ms, c.first_token_ms) == (1024, 16.0, 27.0)
 
@@ -306,8 +310,7 @@ def test_prefill_schedule_interval_rank_without_decoders(tmp_path):
     # step 7 (16); its chunks of 2048 run in steps 7, 8, 9 (10 ms each, B's 1 ms decode in
     # parallel): [16, 26), [26, 36), [36, 46) with the last 904 tokens.
     rows = [row(0, 100, 3, 10), row(0, 100, 60, 20), row(15.5, 5000, 5, 30)]
-    res = simmodel.run(trace(tmp_path, rows, dp_size=2, timing_model=FIXED,
-                             prefill_schedule_interval=3, max_num_batched_tokens=2048))
+    res = run_interval3(tmp_path, rows)
     c = by_arrival(res).iloc[-1]
     assert (c.decode_worker_idx, c.first_admit_ms, c.first_token_ms) == (0, 16.0, 46.0)
 
