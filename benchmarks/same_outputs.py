@@ -8,6 +8,8 @@ candidate is ``DIR`` (default: this working tree).  Each scenario runs under bot
 source).  Every parquet file must be equal exactly (``assert_frame_equal(check_exact=True)``:
 values, dtypes, order), and every JSON file equal apart from the host timings
 (``wall_time_ms``, ``processed_tokens_per_s``, ``processed_output_tokens_per_s``).
+``--new-columns a,b``: columns the candidate adds (absent from the base) are left out of
+the comparison; every other column must still be equal.
 Prints IDENTICAL or what differs per scenario; exit 0 when all are identical, 1 otherwise.
 The check behind "outputs bit-identical" in refactoring commits.  Not part of the tests.
 """
@@ -34,14 +36,17 @@ def run_under(src: Path, scenario: Path, out: Path) -> None:
                     "--quiet"], cwd=src, env=env, check=True, capture_output=True, text=True)
 
 
-def differences(a: Path, b: Path) -> list[str]:
-    """What differs between two result folders (empty: identical)."""
+def differences(a: Path, b: Path, new_columns: tuple = ()) -> list[str]:
+    """What differs between two result folders (empty: identical), apart from the
+    candidate's (``b``) ``new_columns`` that the base lacks."""
     bad = sorted(set(os.listdir(a)) ^ set(os.listdir(b)))
     for name in sorted(set(os.listdir(a)) & set(os.listdir(b))):
         if name.endswith(".parquet"):
             try:
-                assert_frame_equal(pd.read_parquet(a / name), pd.read_parquet(b / name),
-                                   check_exact=True)
+                fa, fb = pd.read_parquet(a / name), pd.read_parquet(b / name)
+                fb = fb.drop(columns=[c for c in new_columns
+                                      if c in fb.columns and c not in fa.columns])
+                assert_frame_equal(fa, fb, check_exact=True)
             except AssertionError as exc:
                 bad.append(f"{name}: {str(exc).splitlines()[0]}")
         elif name.endswith(".json"):
@@ -59,6 +64,7 @@ def main(argv=None) -> int:
     ap.add_argument("scenarios", nargs="+")
     ap.add_argument("--base", default="HEAD")
     ap.add_argument("--candidate", default=str(ROOT))
+    ap.add_argument("--new-columns", default="")
     opts = ap.parse_args(argv)
     failed = 0
     with tempfile.TemporaryDirectory(prefix="same_outputs_") as tmp:
@@ -71,7 +77,7 @@ def main(argv=None) -> int:
                 outs = [Path(tmp) / f"{k}_{side}" for side in ("base", "candidate")]
                 run_under(base, scenario, outs[0])
                 run_under(Path(opts.candidate).resolve(), scenario, outs[1])
-                bad = differences(*outs)
+                bad = differences(*outs, tuple(filter(None, opts.new_columns.split(","))))
                 failed += bool(bad)
                 print(f"{scenario.name}: " + ("IDENTICAL" if not bad else "; ".join(bad)))
         finally:

@@ -40,6 +40,7 @@ class RunSnapshot:
     trajectories: bool               # agentic workload: report trajectories
     lifecycle: Optional[list] = None     # the planner's worker transitions (scaling runs)
     telemetry: Optional[pd.DataFrame] = None
+    failures: int = 0                    # worker failures (faults)
 
     @property
     def all_workers(self) -> list:
@@ -57,8 +58,10 @@ def snapshot(cluster) -> RunSnapshot:
         prefill_workers=[worker_record(w) for w in cluster.prefill_workers],
         workers=[worker_record(w) for w in cluster.workers],
         trajectories=cluster.workload.kind == "agentic",
-        lifecycle=None if planner is None else list(planner.lifecycle),
-        telemetry=None if telemetry is None else telemetry.frame())
+        lifecycle=(list(planner.lifecycle) if planner is not None
+                   else list(cluster.lifecycle) if cluster.faults is not None else None),
+        telemetry=None if telemetry is None else telemetry.frame(),
+        failures=0 if cluster.faults is None else cluster.faults.failures)
 
 
 def worker_record(w) -> WorkerRecord:
@@ -154,6 +157,8 @@ def result(scenario: Scenario, snap: RunSnapshot, wall_ms: float,
     )
     summary["service_end_ms"] = end_ms
     summary["undispatched_requests"] = snap.undispatched
+    if scenario.faults or scenario.workload.client_timeout_ms is not None:
+        summary.update(fault_counts(requests, snap.failures))
     emissions = sum(w.mtp_emissions for w in workers)
     if emissions:
         # speculative decoding: tokens per emitting request-pass (1 + accepted drafts)
@@ -164,6 +169,21 @@ def result(scenario: Scenario, snap: RunSnapshot, wall_ms: float,
                   lifecycle=None if snap.lifecycle is None else pd.DataFrame(
                       snap.lifecycle, columns=list(LIFECYCLE_COLUMNS)),
                   telemetry=snap.telemetry)
+
+
+#: Terminal statuses, counted in the summary of a run with faults or client timeouts.
+STATUSES = ("completed", "rejected", "cancelled", "timed_out", "failed", "incomplete")
+
+
+def fault_counts(requests: pd.DataFrame, failures: int) -> dict:
+    """``<status>_requests`` for every terminal status (they add up to the requests
+    table's rows), the retries sent, and the worker failures (docs/faults.md)."""
+    counts = requests["terminal_status"].value_counts()
+    out = {f"{s}_requests": int(counts.get(s, 0)) for s in STATUSES}
+    out["retried_requests"] = int((requests["attempts"] > 1).sum())
+    out["retries"] = int((requests["attempts"] - 1).clip(lower=0).sum())
+    out["worker_failures"] = int(failures)
+    return out
 
 
 def cost(scenario: Scenario, snap: RunSnapshot, end_s: float) -> dict:

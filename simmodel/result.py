@@ -50,7 +50,10 @@ class RequestRecord:
     decode_worker_idx: int = -1      # worker index (x dp + rank); -1 if never routed
     admission_count: int = 0
     readmission_count: int = 0
-    terminal_status: str = "incomplete"  # completed | rejected | cancelled | incomplete
+    terminal_status: str = "incomplete"  # completed | rejected | cancelled | timed_out |
+                                         # failed | incomplete (docs/faults.md)
+    attempts: int = 0                # times sent (1 + retries; 0 if never released)
+    retried_ms: float = 0.0          # arrival to the release of its last attempt
     # disaggregated lifecycle (NaN / -1 in aggregated runs)
     prefill_worker_idx: int = -1
     prefill_admit_ms: float = NAN

@@ -17,6 +17,7 @@ STREAM_NAMES = (
     "output_tokens",   # generated output token ids (delta prompts)
     "router_ties",     # KV-router tie breaking (aggregated, or the prefill pool)
     "decode_router_ties",  # KV-router tie breaking of a disaggregated decode pool
+    "faults",          # which workers a fault picks, random failure and repair times
 )
 
 

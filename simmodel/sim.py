@@ -43,6 +43,9 @@ class Cluster:
     prefill_workers: list = field(default_factory=list)   # disaggregated only
     planner: object = None                                  # scaling runs only
     telemetry: object = None                                # ``telemetry:`` set only
+    recovery: object = None                 # retries, client timeouts (cluster.recovery)
+    faults: object = None                   # ``faults:`` set only (cluster.faults)
+    lifecycle: list = field(default_factory=list)   # fault transitions without a planner
 
 
 def check_schedulable(workload: Workload, scenario: Scenario, eng) -> None:
@@ -80,7 +83,11 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
         raise UserError(f"{scenario.source or 'scenario'}: workload.concurrency: not supported "
                         f"for format {scenario.workload.format!r} (agentic workloads)")
     build_pools = _build_disaggregated if cl.disaggregated else _build_aggregated
-    return build_pools(scenario, env, workload, streams, concurrency, record, scaling_policy)
+    cluster = build_pools(scenario, env, workload, streams, concurrency, record,
+                          scaling_policy)
+    from simmodel.cluster.faults import install
+    install(cluster, scenario, streams)
+    return cluster
 
 
 def _build_aggregated(scenario, env, workload, streams, concurrency, record,
@@ -140,7 +147,7 @@ def _start_telemetry(cluster: Cluster, scenario: Scenario, pools: dict, queues: 
 
 def _spawn(env: simpy.Environment, w: Worker) -> Worker:
     """Start ``w``'s process."""
-    env.process(w.run())
+    w.proc = env.process(w.run())
     return w
 
 
@@ -262,11 +269,19 @@ def run(scenario: Scenario, *, seed: int | None = None,
     else:
         stopped = run_with_progress(cluster, scenario.run.max_sim_time_ms, progress,
                                     stop_when=stop_when, watchdog=guard)
+    if cluster.faults is not None and not stopped and not _cut(cluster.env, scenario):
+        cluster.recovery.strand(cluster.driver.requests)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     from simmodel.finish import collect     # the tables: pandas from here on
     result = collect(scenario, cluster, wall_ms, stats_from_ms)
     result.early_stopped = stopped
     return result
+
+
+def _cut(env, scenario: Scenario) -> bool:
+    """Whether ``max_sim_time_ms`` ended the run with events still due."""
+    cut = scenario.run.max_sim_time_ms
+    return cut is not None and env.peek() != math.inf
 
 
 #: Watchdog (docs/model.md): a window of events with no request released or ended, no pass

@@ -35,14 +35,15 @@ from collections import defaultdict, deque
 import simpy
 
 from simmodel.cluster.disagg_boundary import BoundaryReservations
+from simmodel.cluster.disagg_faults import HandoffFaults
 from simmodel.cluster.handoff_record import HandoffRecord
-from simmodel.cluster.kv_link import link_network
+from simmodel.cluster.kv_link import degraded_ms, link_network
 from simmodel.cluster.phases import Phase, event_at
 from simmodel.config import KvTransferConfig
 from simmodel.engine.request import EngineRequest
 from simmodel.engine.timing import duration_ns
 
-class Handoff(BoundaryReservations):
+class Handoff(BoundaryReservations, HandoffFaults):
     """The router of a disaggregated cluster and the owner of every handoff."""
 
     def __init__(self, env: simpy.Environment, prefill_workers: list, decode_workers: list,
@@ -78,6 +79,9 @@ class Handoff(BoundaryReservations):
         # per decode worker: handoffs bound to it and not yet activated (a planner's
         # forward-pass metrics count them as queued decode requests)
         self._inbound: dict[int, dict] = defaultdict(dict)
+        # faults: per prefill worker, the requests whose source it holds, not delivered
+        self._held: dict[int, dict] = defaultdict(dict)
+        self.link_windows: list = []      # link faults: (from ms, to ms, bandwidth factor)
 
     def inbound_of(self, idx: int) -> dict:
         """The handoffs bound to decode worker ``idx`` and not yet activated (queued,
@@ -120,7 +124,8 @@ class Handoff(BoundaryReservations):
         self.notify_done(req)
 
     def _route_prefill(self, part: EngineRequest) -> None:
-        self.prefill_router.route(part)      # submits, or holds it (no active worker, queue)
+        if self.current(part):               # (not a lost attempt's)
+            self.prefill_router.route(part)      # submits, or holds it (no active worker, queue)
 
     def prefill_topology_changed(self) -> None:
         """Prefill workers joined or left (scaling)."""
@@ -146,6 +151,9 @@ class Handoff(BoundaryReservations):
     def on_prefill_done(self, part: EngineRequest) -> None:
         """Prefill workers' notification: the prompt is done (or was rejected)."""
         req = part.meta
+        if not self.current(part):
+            self._stale_prefill(part)
+            return
         req.handoff.prefill_worker_idx = part.worker_idx
         self.prefill_router.on_first_token(part)
         self.prefill_router.on_done(part)
@@ -157,6 +165,7 @@ class Handoff(BoundaryReservations):
                 self._free_destination(req)     # destination first: reserved at arrival
             return
         req.handoff.source_held_ms = self.env.now
+        self._held[part.worker_idx][req.uid] = req
         if self.order == "destination_first":
             self._start_transfer_if_ready(self.workers[req.worker_idx], req)
         elif self._await_decode:
@@ -235,6 +244,8 @@ class Handoff(BoundaryReservations):
             return 0.0                              # not reserved yet / source not held
         tokens = req.prompt_len if self.transfer.timing == "full_prompt" else rec.missing_tokens
         delay = self.transfer_ms(tokens)
+        if self.link_windows and delay > 0 and self.network is None:
+            delay = degraded_ms(self.env.now, delay, self.link_windows)
         self.env.process(self.kv_transfer(d, req, delay, tokens))
         return delay
 
@@ -250,6 +261,7 @@ class Handoff(BoundaryReservations):
         aggregated worker rejects a prompt larger than its pool); the source is freed."""
         self._inbound[req.worker_idx].pop(req.uid, None)
         rec = req.handoff
+        self._held[rec.prefill_worker_idx].pop(req.uid, None)
         if rec.source_held_ms == rec.source_held_ms:         # held: free it
             p = self.prefill_workers[rec.prefill_worker_idx]
 
@@ -279,9 +291,16 @@ class Handoff(BoundaryReservations):
             rec.transfer_gb_s = nbytes / (busy / 1000.0) / 1e9 if busy > 0 else float("nan")
         elif delay_ms > 0:
             yield event_at(self.env, delay_ms, Phase.TRANSFER_DONE)
+        if rec.aborted:
+            return                         # an end failed meanwhile (disagg_faults)
+        rec.arrived = True
+        self._held[rec.prefill_worker_idx].pop(req.uid, None)
         p = self.prefill_workers[rec.prefill_worker_idx]
+        gen = p.generation
 
         def release():
+            if p.generation != gen:
+                return                     # the source went with a failure since
             rec.source_released_ms = self.env.now
             p.sched.release_source(rec.prefill)
 
@@ -290,6 +309,8 @@ class Handoff(BoundaryReservations):
         key = (d.idx, rank)
 
         def activate():
+            if rec.aborted:
+                return
             now = self.env.now
             self._inbound[d.idx].pop(req.uid, None)
             rec.destination_activated_ms = now

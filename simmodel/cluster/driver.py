@@ -4,7 +4,8 @@ Every session is a process that waits until its next turn is ready, hands the tu
 *dispatcher*, and waits for the turn to end (complete, be rejected or be cancelled):
 
 * **trace mode**: a session's first turn is ready at its timestamp; turn k+1 is ready
-  ``delay_ms`` after turn k ends (completed or rejected); a cancelled turn ends the session;
+  ``delay_ms`` after turn k ends (completed, rejected, or failed after its retries); a
+  cancelled or timed-out turn ends the session;
 * **closed loop** (``concurrency: C``): a session first takes one of C slots (in source
   order, FIFO), its first turn is ready the moment it gets the slot, and it holds the slot
   through all its turns and think times;
@@ -37,6 +38,10 @@ from simmodel.engine.tokens import TokenSequence
 from simmodel.workload.model import RunPrompt, Session, Turn, Workload
 
 COMPLETED, REJECTED, CANCELLED = "completed", "rejected", "cancelled"
+#: A turn's end as its session sees it: a refusal (rejected, failed after its retries)
+#: lets the session go on; a cancellation (by the caller or a client timeout) ends it.
+OUTCOMES = {"completed": COMPLETED, "rejected": REJECTED, "failed": REJECTED}
+TERMINAL = ("completed", "rejected", "cancelled", "timed_out", "failed")
 #: Generated output token ids (delta sessions without ``output_token_ids``) are drawn
 #: from this range, clear of the small canonical ids given to trace hash blocks.
 OUTPUT_TOKEN_RANGE = (1 << 30, 1 << 31)
@@ -64,6 +69,7 @@ class Driver:
         self.ended = 0
         self.traffic = None                          # planner's TrafficWindow, if any
         self.on_end = None                           # callable(req) as each request ends
+        self.recovery = None                         # cluster.recovery.Recovery (faults)
 
     # -- processes --------------------------------------------------------------------
     def start(self) -> None:
@@ -164,6 +170,8 @@ class Driver:
         if self.traffic is not None:
             self.traffic.on_arrival(req)
         self.router.route(req)
+        if self.recovery is not None:
+            self.recovery.sent(req)
         return req
 
     def workload_done(self) -> bool:
@@ -171,14 +179,17 @@ class Driver:
         return self.ended + len(self.unreleased_cancelled) >= self.workload.num_requests
 
     def on_done(self, req: EngineRequest) -> None:
-        """Called by workers when a request completes or is rejected."""
+        """Called by workers when a request completes or is rejected, and by the
+        recovery when it fails or times out (unless its client sends it again)."""
+        if self.recovery is not None and self.recovery.takes(req):
+            return
         self.ended += 1
         if self.traffic is not None:
             self.traffic.on_done(req)
         if self.on_end is not None:
             self.on_end(req)
         if req.on_done is not None and not req.on_done.triggered:
-            outcome = {"completed": COMPLETED, "rejected": REJECTED}.get(req.status, CANCELLED)
+            outcome = OUTCOMES.get(req.status, CANCELLED)
             req.on_done.succeed(outcome)
         req.seq = None          # its block hashes are no longer needed (memory on long runs)
 
@@ -186,7 +197,7 @@ class Driver:
         """Cancel a released turn (the seed's ``release_cap_slot``): its worker drops it at
         the end of the pass in flight, then its session ends and frees its concurrency
         slot, and an agentic node's dependents are released."""
-        if req.status in ("completed", "rejected", "cancelled"):
+        if req.status in TERMINAL:
             return
         if req.worker_idx < 0:
             return                            # still in a router queue: not supported

@@ -23,3 +23,5 @@ class HandoffRecord:
     missing_tokens: int | None = None  # set when the destination is reserved
     transfer_queue_ms: float = NAN     # contention only: waiting for the link(s)
     transfer_gb_s: float = NAN         # contention only: achieved bandwidth
+    arrived: bool = False              # the transfer delivered the prompt
+    aborted: bool = False              # a failure lost this attempt (cluster.disagg_faults)

@@ -73,6 +73,14 @@ class Inbox(simpy.Store):
         else:
             get.cancel()
 
+    def abandon(self) -> None:
+        """Its worker failed: forget what it holds and the get its process waited on."""
+        get = self._get
+        if get is not None and not get.triggered:
+            get.cancel()
+        self._get = None
+        self.items.clear()
+
     def requests(self) -> int:
         """Requests in the inbox, not yet taken."""
         return sum(1 for item in self.items if item is not WAKE)

@@ -46,6 +46,27 @@ class _Link:
     active: list = field(default_factory=list)
 
 
+def degraded_ms(start: float, work_ms: float, windows) -> float:
+    """How long a transfer needing ``work_ms`` at full bandwidth takes from ``start`` if
+    the links carry only ``f`` of their bandwidth in each window ``(a, b, f)`` of
+    ``windows`` (sorted, disjoint: link faults); exactly ``work_ms`` if no window meets
+    it."""
+    t, left = start, work_ms
+    for a, b, f in windows:
+        if b <= t:
+            continue
+        if a >= t + left:
+            break                               # it ends before this window opens
+        if a > t:                               # full speed until the window
+            left -= a - t
+            t = a
+        if t + left / f <= b:                   # ends inside the window
+            return t + left / f - start
+        left -= (b - t) * f
+        t = b
+    return t + left - start if t > start else work_ms
+
+
 def link_network(env: simpy.Environment, bandwidth_gb_s: float, policy: str = "fair"):
     """The links of ``kv_transfer.contention`` under ``policy`` (fair | fifo): an object
     whose ``start(nbytes, links)`` returns a :class:`Transfer` to wait on (``.done``)."""
@@ -61,6 +82,7 @@ class FifoLinks:
         self.env = env
         self.bw = bandwidth_gb_s * 1e9 / 1000.0          # bytes per ms
         self.links: dict = {}                            # name -> simpy.Resource
+        self.windows: list = []                          # link faults (finish_ms)
 
     def start(self, nbytes: float, links: tuple) -> Transfer:
         """Ask for a transfer over ``links`` (hashable names); wait on ``.done``."""
@@ -79,7 +101,10 @@ class FifoLinks:
             yield req
         t.started_ms = self.env.now
         t.rate = self.bw
-        yield event_at(self.env, duration_ns(t.nbytes / self.bw) / 1e6, Phase.TRANSFER_DONE)
+        hold = duration_ns(t.nbytes / self.bw) / 1e6
+        if self.windows:
+            hold = degraded_ms(self.env.now, hold, self.windows)
+        yield event_at(self.env, hold, Phase.TRANSFER_DONE)
         t.left = 0.0
         for link, req in held:
             link.release(req)
@@ -96,16 +121,26 @@ class FairShareLinks:
         self.active: list[Transfer] = []
         self._last = 0.0
         self._timer_gen = 0
+        self.factor = 1.0                                # link faults (set_factor)
 
     def start(self, nbytes: float, links: tuple) -> Transfer:
         """Ask for a transfer over ``links`` (hashable names); wait on ``.done``."""
         t = Transfer(nbytes, links, self.env.event(), self.env.now, left=float(nbytes))
         self._advance()
         for name in links:
-            self.links.setdefault(name, _Link(self.bw))
+            self.links.setdefault(name, _Link(self.bw * self.factor))
         self._activate(t)
         self._reschedule()
         return t
+
+    def set_factor(self, factor: float) -> None:
+        """A link fault starts (``factor`` < 1) or ends (1): every link carries ``factor``
+        of its bandwidth from now; the transfers in flight are re-rated."""
+        self._advance()
+        for link in self.links.values():
+            link.bw = self.bw * factor
+        self.factor = factor
+        self._reschedule()
 
     # -- internals ----------------------------------------------------------------------
     def _activate(self, t: Transfer) -> None:

@@ -230,9 +230,35 @@ class KvRouter:
         self._drain()
 
     def on_done(self, req: EngineRequest) -> None:
+        if self._forget(req):
+            self._drain()
+
+    def worker_failed(self, idx: int, lost: list) -> None:
+        """Worker ``idx`` failed with ``lost``: their load is gone, and so is its cache
+        (each of its slots starts an empty view)."""
+        for req in lost:
+            self._forget(req)
+        for s in range(idx * self.dp, (idx + 1) * self.dp):
+            self.views[s] = _WorkerView()
+
+    def withdraw(self, req: EngineRequest) -> bool:
+        """Take ``req`` back if it waits here, for a worker or in the queue."""
+        if req in self.waiting:
+            self.waiting.remove(req)
+            return True
+        for i, entry in enumerate(self.queue):
+            if entry[3] is req:
+                self.queue[i] = self.queue[-1]
+                self.queue.pop()
+                heapq.heapify(self.queue)
+                return True
+        return False
+
+    def _forget(self, req: EngineRequest) -> bool:
+        """Drop ``req``'s load from its slot's view (False if it was not booked)."""
         entry = self._routed.pop(req.uid, None)
         if entry is None:
-            return
+            return False
         w, hashes, left = entry
         v = self.views[w]
         v.prefill_tokens -= left
@@ -246,7 +272,7 @@ class KvRouter:
                 else:
                     del active[h]
             v.active_sum -= len(hashes)
-        self._drain()
+        return True
 
     # -- queue ------------------------------------------------------------------------
     def _all_busy(self) -> bool:

@@ -13,23 +13,26 @@ phase  name             what happens then                                 refere
 0      PASS_END         forward passes end, in worker order (prefill       §3.1: completions first;
                         pool first, then decode / aggregated by index);    workers walked in order
                         SimPy's URGENT (a process starting) shares it
-1      WORKER_READY     a starting worker becomes active                  planner: ready before
+1      FAULT            a worker fails, a straggler window opens or       beyond the reference:
+                        closes, a client times out (docs/faults.md)       after pass ends, before
+                                                                          arrivals
+2      WORKER_READY     a starting worker becomes active                  planner: ready before
                                                                           arrivals (measured)
-2      TRANSFER_DONE    a KV transfer's delay is over                     §6: activation at the
+3      TRANSFER_DONE    a KV transfer's delay is over                     §6: activation at the
                                                                           decode pass boundary
-3      NORMAL           SimPy's ordinary events: arrivals, session         §3.1: then arrivals
+4      NORMAL           SimPy's ordinary events: arrivals, session         §3.1: then arrivals
                         releases, completions' notifications
-4      DISPATCH         the driver releases every turn ready now, in       §4: (ready time, session,
+5      DISPATCH         the driver releases every turn ready now, in       §4: (ready time, session,
                         (ready time, session, turn) order                  turn) order
-5      SAMPLE           telemetry samples                                 measured: an arrival at
+6      SAMPLE           telemetry samples                                 measured: an arrival at
                                                                           the sample is waiting
-6      LATE             a worker about to form a batch waits here, so      §3.1: new passes start
+7      LATE             a worker about to form a batch waits here, so      §3.1: new passes start
                         every arrival of the instant is queued first       last
-7      PLANNER          planner ticks                                     measured: after batch
+8      PLANNER          planner ticks                                     measured: after batch
                                                                           formation
-8      ROUTE_LAST       disaggregated: a new request is routed to a        measured: an arrival at a
+9      ROUTE_LAST       disaggregated: a new request is routed to a        measured: an arrival at a
                         prefill worker                                    prefill pass end waits
-9      AFTER_ROUTING    an idle prefill worker woken by such a request     measured (same case)
+10     AFTER_ROUTING    an idle prefill worker woken by such a request     measured (same case)
                         forms its batch
 =====  ===============  ================================================  ==========================
 
@@ -54,15 +57,16 @@ from simpy.events import URGENT as SIMPY_URGENT
 
 class Phase(IntEnum):
     PASS_END = 0
-    WORKER_READY = 1
-    TRANSFER_DONE = 2
-    NORMAL = 3
-    DISPATCH = 4
-    SAMPLE = 5
-    LATE = 6
-    PLANNER = 7
-    ROUTE_LAST = 8
-    AFTER_ROUTING = 9
+    FAULT = 1
+    WORKER_READY = 2
+    TRANSFER_DONE = 3
+    NORMAL = 4
+    DISPATCH = 5
+    SAMPLE = 6
+    LATE = 7
+    PLANNER = 8
+    ROUTE_LAST = 9
+    AFTER_ROUTING = 10
 
 
 RANK_BITS = 40

@@ -31,6 +31,7 @@ class DecodeWorker(Worker):
         """Decode side of a handoff: the prompt's KV has arrived (reserved earlier).
         Returns the KV slots this freed (SGLang: pages the prompt shares with the tree)."""
         req.worker_idx = self.idx
+        self.live[req.uid] = req
         freed = self.sched.activate(req)
         self._wake()
         return freed

@@ -40,6 +40,16 @@ class RoundRobin:
     def observe_traffic(self, traffic) -> None:
         pass
 
+    def worker_failed(self, idx: int, lost: list) -> None:
+        pass                                 # (the cycle skips workers that are not active)
+
+    def withdraw(self, req: EngineRequest) -> bool:
+        """Take ``req`` back if it waits here (its client gave up)."""
+        if req in self.waiting:
+            self.waiting.remove(req)
+            return True
+        return False
+
     def route(self, req: EngineRequest) -> None:
         if self.waiting:
             self.waiting.append(req)

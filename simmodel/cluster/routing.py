@@ -52,6 +52,12 @@ class Router(Protocol):
     def queued(self) -> int:
         """Requests held by the router (telemetry's ``router_queue``)."""
 
+    def worker_failed(self, idx: int, lost: list) -> None:
+        """Worker ``idx`` failed: ``lost`` (its requests) are no longer placed there."""
+
+    def withdraw(self, req: EngineRequest) -> bool:
+        """Take back ``req`` if the router holds it (a client gave up); True if so."""
+
     def observe_traffic(self, traffic) -> None:
         """A planner's traffic window, to which admissions are reported (or not)."""
 

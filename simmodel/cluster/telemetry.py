@@ -58,7 +58,7 @@ class Telemetry:
         for pool, workers in self.pools.items():
             states = {"starting": 0, "active": 0, "draining": 0}
             for w in workers:
-                if w.state == "removed":
+                if w.state == "removed" or w.state == "failed":
                     continue
                 states[w.state] += 1
                 s = w.sched
@@ -66,7 +66,7 @@ class Telemetry:
                 hits = s.cache_hit_tokens
                 pre = s.preemptions
                 last_hits, last_pre = self._seen.get(id(w), (0, 0))
-                self._seen[id(w)] = (hits, pre)
+                self._seen[id(w)] = (hits, pre)     # (a repaired worker carries them)
                 for metric, value in (
                         ("kv_blocks_active", active), ("kv_blocks_cached", cached),
                         ("kv_blocks_free", free),

@@ -24,8 +24,6 @@ simulated time:
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
-
 import simpy
 
 from simmodel.cluster.decode_run import CoalescedRun
@@ -33,6 +31,7 @@ from simmodel.cluster.inbox import Inbox
 from simmodel.cluster.phases import (BatchFormation, Phase, event_at, event_at_time, order,
                                      worker_rank)
 from simmodel.cluster.steps import BoundarySteps
+from simmodel.cluster.worker_readings import WorkerReadings
 from simmodel.engine import fpm
 from simmodel.engine.api import Scheduler
 from simmodel.engine.request import EngineRequest
@@ -40,18 +39,7 @@ from simmodel.errors import UserError
 from simmodel.metrics.passlog import PassLog
 
 
-class WorkerView(NamedTuple):
-    """A worker as an observer sees it now (see :meth:`Worker.view`)."""
-
-    idx: int
-    pool: str
-    state: str                     # starting | active | draining | removed
-    idle_since: float | None       # no pass from idle_since to idle_until (None: none yet)
-    idle_until: float | None
-    fpm_latest_ms: float           # end of the latest pass whose metrics are kept
-
-
-class Worker:
+class Worker(WorkerReadings):
     """One aggregated worker (one DP rank): a scheduler, its pass log, its process.
     ``cluster.roles`` has the two roles of a disaggregated cluster."""
 
@@ -99,10 +87,17 @@ class Worker:
         self.decode_forwards = 0              # decode steps so far (while collecting)
         self.record_gauges = False            # telemetry on: keep the state below
         self._pre = None                      # (pre-schedule KV/running, admitted) in flight
+        # faults (cluster.faults): the process, the requests here by uid (what a failure
+        # loses), the straggler factor of passes starting now
+        self.proc = None
+        self.live: dict = {}
+        self.generation = 0               # failures so far (a step of an earlier one is void)
+        self.slow = 1.0
 
     def submit(self, req: EngineRequest) -> None:
         """Route ``req`` here: it goes into the inbox (waking the worker if it is idle)."""
         req.worker_idx = self.idx
+        self.live[req.uid] = req
         self.inbox.put(req)
 
     def _wake(self) -> None:
@@ -114,6 +109,34 @@ class Worker:
         leaves (``on_drained`` subscribers hear of it)."""
         self.state = "draining"
         self._wake()
+
+    def fail(self) -> list:
+        """The worker fails now: its process stops and every request on it is lost (with
+        its KV), in the order they reached it.  Passes of a decode run that ended by now
+        stand; the pass in flight never ends.  No observer hears of the lost requests:
+        the caller decides what becomes of them (``cluster.faults``)."""
+        self._catch_up()
+        lost = list(self.live.values())
+        self.live.clear()
+        self.state = "failed"
+        self.generation += 1
+        if self.proc is not None and self.proc.is_alive:
+            self.proc.interrupt("failed")
+        self.inbox.abandon()
+        self._run = self._pre = None
+        self.idle_between_passes = True
+        self.idle_since, self.idle_until = self.env.now, None
+        return lost
+
+    def restart(self, scheduler: Scheduler) -> None:
+        """Back from a failure with ``scheduler`` (a cold cache) and a new process."""
+        self.sched = scheduler
+        self.inbox = Inbox(self.env, scheduler.enqueue)
+        self._take = self.inbox.take
+        self.steps = BoundarySteps(lambda: self.idle_between_passes, self._take, self._wake)
+        self.state = "active"
+        self.idle_since = self.env.now
+        self.proc = self.env.process(self.run())
 
     def has_work(self) -> bool:
         """Something waits (taken or still in the inbox) or runs here."""
@@ -136,19 +159,29 @@ class Worker:
         self.publishes = self.record_events or bool(self._on_kv_events)
 
     def _ended(self, req: EngineRequest) -> None:
+        self.live.pop(req.uid, None)
         for fn in self._on_done:          # (a loop: usually one or two observers)
             fn(req)
 
-    def cancel(self, req: EngineRequest):
-        """Cancel ``req`` at the end of the pass in flight (or now if none); its observers
-        hear of it once it is gone."""
+    def cancel(self, req: EngineRequest, status: str = "cancelled"):
+        """Cancel ``req`` at the end of the pass in flight (or now if none), ending it
+        with ``status`` (cancelled, or timed_out by its client); its observers hear of it
+        once it is gone."""
         def drop():
             if self.sched.cancel(req):
+                req.status = status
                 req.terminal_ms = self.env.now
                 self._ended(req)
         self.steps.command(drop)
 
     def run(self):
+        """The worker's process, until it leaves (drained) or fails (interrupted)."""
+        try:
+            yield from self._serve()
+        except simpy.Interrupt:
+            return                             # failed (``fail``): its work is lost
+
+    def _serve(self):
         env, sched, inbox, steps = self.env, self.sched, self.inbox, self.steps
         while True:
             if inbox.items:                    # (routed while the process was busy)
@@ -169,7 +202,8 @@ class Worker:
                 self._take()
             start = env.now
             # (a command waiting for the end of the next pass needs that pass on its own)
-            run = sched.decode_run() if self.coalesce and not steps.next else None
+            run = (sched.decode_run() if self.coalesce and not steps.next
+                   and self.slow == 1.0 else None)
             if run is not None:
                 self.idle_between_passes = False
                 self.idle_until = start
@@ -245,7 +279,8 @@ class Worker:
         self.idle_between_passes = False
         self.idle_until = start
         promoted = self.steps.start_pass() if self.steps.next else None
-        yield event_at(env, plan.duration_ms, Phase.PASS_END, self.rank)
+        duration = plan.duration_ms if self.slow == 1.0 else plan.duration_ms * self.slow
+        yield event_at(env, duration, Phase.PASS_END, self.rank)
         if self.inbox.items:                   # routed during the pass: queued before it ends
             self._take()
         self._pre = None
@@ -271,52 +306,6 @@ class Worker:
             for r in out.first_tokens:
                 fn(r)
         self._settle_rejected(out.rejected, end)
-
-    def view(self) -> WorkerView:
-        """This worker now, for an observer (router, planner): a coalesced decode run in
-        flight first settles every pass that ended by now, so the observer has heard of
-        their outcomes (completions, KV events) and reads current pass metrics."""
-        self._catch_up()
-        return WorkerView(self.idx, self.pool, self.state, self.idle_since,
-                          self.idle_until, self.fpm_latest_ms)
-
-    def take_fpm(self) -> dict | None:
-        """The metrics of the latest pass ended by now, once (None: none since the last
-        call); kept only while ``collect_fpm`` is on."""
-        self._catch_up()
-        latest, self.fpm_latest = self.fpm_latest, None
-        return latest
-
-    def gauges(self) -> tuple[int, int, int, int, int]:
-        """(KV blocks active, cached, free, running, waiting) now, for telemetry: during a
-        pass, KV and running as they were when the pass was formed (before its scheduling)
-        and waiting now plus the requests that pass admitted; between passes, the current
-        state.  (The reference's gauges are close to this but not identical; see
-        docs/model.md.)  In a coalesced decode run, the passes ended by now are settled
-        first; its pass in flight has taken its blocks at its start.  Requests still in
-        the inbox count as waiting."""
-        self._catch_up()
-        s = self.sched
-        kv = s.kv
-        if self._pre is not None:
-            active, cached, free, running = self._pre[0]
-            return active, cached, free, running, self._waiting() + self._pre[1]
-        active, cached, free = kv.active_blocks, kv.inactive_blocks, kv.free
-        if self._run is not None:
-            bs = s.bs
-            extra = sum(1 for r in s.running if r.computed % bs == 0)
-            from_free = min(extra, free)
-            active += extra
-            free -= from_free
-            cached -= extra - from_free
-        return active, cached, free, len(s.running), self._waiting()
-
-    def _waiting(self) -> int:
-        """Requests waiting here: queued in the scheduler or still in the inbox."""
-        return len(self.sched.waiting) + self.inbox.requests()
-
-    def _inbound(self):
-        return self.inbound().values() if self.inbound is not None else ()
 
     def _drained(self) -> bool:
         """Nothing left here: no request, no held source or reserved destination, no

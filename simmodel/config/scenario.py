@@ -13,6 +13,7 @@ from typing import Optional
 
 from simmodel.config.checks import ConfigError
 from simmodel.config.cluster import ClusterConfig
+from simmodel.config.faults import FaultConfig, RetryConfig, check_faults
 from simmodel.config.planner import PlannerConfig
 from simmodel.config.run import RunConfig, SlaConfig, TelemetryConfig
 from simmodel.config.workload import WorkloadConfig
@@ -28,6 +29,8 @@ class Scenario:
     run: RunConfig = field(default_factory=RunConfig)
     planner: Optional[PlannerConfig] = None
     telemetry: Optional[TelemetryConfig] = None
+    faults: tuple[FaultConfig, ...] = ()
+    retry: RetryConfig = field(default_factory=RetryConfig)
     name: str = "scenario"
     seed: int = 0
     source: Optional[str] = None       # the YAML file this came from, for messages
@@ -41,7 +44,13 @@ class Scenario:
             raise ConfigError("workload", "must be a mapping")
         if not isinstance(self.cluster, ClusterConfig):
             raise ConfigError("cluster", "must be a mapping")
+        if not isinstance(self.retry, RetryConfig):
+            raise ConfigError("retry", "must be a mapping")
         check_scenario(self.workload, self.cluster)
+        cl = self.cluster
+        sizes = ({"prefill": cl.prefill.workers, "decode": cl.decode.workers}
+                 if cl.disaggregated else {"decode": cl.workers})
+        check_faults(tuple(self.faults), cl.disaggregated, sizes)
 
 
 def check_scenario(workload: WorkloadConfig, cluster: ClusterConfig) -> None:

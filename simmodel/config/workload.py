@@ -59,6 +59,8 @@ class WorkloadConfig:
     concurrency: Optional[int] = None           # closed loop: at most this many sessions
     think_time_cap_ms: Optional[float] = None   # weka: cap on a request's think time
     max_arrival_ms: Optional[float] = None      # replay only sessions starting by then
+    client_timeout_ms: Optional[float] = None   # a client cancels a request unfinished by then
+    client_retries: int = 0                     # ... and sends it again, this many times
 
     def __post_init__(self):
         if (self.trace is None) == (self.synthetic is None):
@@ -69,6 +71,11 @@ class WorkloadConfig:
         positive_int("concurrency", self.concurrency, allow_none=True)
         non_negative_number("think_time_cap_ms", self.think_time_cap_ms, allow_none=True)
         non_negative_number("max_arrival_ms", self.max_arrival_ms, allow_none=True)
+        positive_number("client_timeout_ms", self.client_timeout_ms, allow_none=True)
+        non_negative_int("client_retries", self.client_retries)
+        if self.client_retries and self.client_timeout_ms is None:
+            raise ConfigError("client_retries", "needs client_timeout_ms (a client retries "
+                              "a request it gave up on)")
         if self.max_arrival_ms is not None:
             if self.agentic:
                 raise ConfigError("max_arrival_ms", "not supported for agentic workloads "

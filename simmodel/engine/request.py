@@ -28,6 +28,7 @@ class EngineRequest:
         "arrival_ms", "first_admit_ms", "first_token_ms", "second_token_ms",
         "last_token_ms", "terminal_ms", "reused", "first_reused", "admissions",
         "worker_idx", "dp_rank", "status", "last_pass", "segs", "bridges", "burst", "zero_gaps", "on_done", "meta", "handoff",
+        "attempts", "retried_ms",
     )
 
     def __init__(self, uid: int, seq: TokenSequence, output_length: int, *,
@@ -72,6 +73,36 @@ class EngineRequest:
         self.on_done = None
         self.meta = None
         self.handoff = None            # disaggregated lifecycle record (cluster.disagg)
+        self.attempts = 1              # sent this many times (faults: retries)
+        self.retried_ms = 0.0          # arrival to the release of its last attempt
+
+    def restart(self, now_ms: float) -> None:
+        """A new attempt from scratch at ``now_ms`` (a retry after its worker failed, or a
+        client retry after a timeout): nothing computed or emitted, no worker; the arrival
+        stays the first attempt's, so latencies include the failed attempts."""
+        self.attempts += 1
+        self.retried_ms = now_ms - self.arrival_ms
+        self.generated = 0
+        self.seq_len = self.prompt_len
+        self.computed = 0
+        self.transferred = False
+        self.cached = []
+        self.n_private = 0
+        self.state = WAITING
+        self.pass_take = 0
+        for name in ("first_admit_ms", "first_token_ms", "second_token_ms", "last_token_ms",
+                     "terminal_ms"):
+            setattr(self, name, NAN)
+        self.reused = self.first_reused = self.admissions = 0
+        self.worker_idx = -1
+        self.dp_rank = 0
+        self.status = "incomplete"
+        self.last_pass = -2
+        self.segs = []
+        self.bridges = []
+        self.burst = 1
+        self.zero_gaps = 0
+        self.handoff = None
 
     @property
     def n_blocks(self) -> int:

@@ -49,7 +49,7 @@ def request_record(r, dp_size: int = 1, prefill_dp: int = 1) -> RequestRecord:
         reused_input_tokens, src.first_reused, reused - reused_input_tokens,
         r.worker_idx * dp_size + r.dp_rank if r.worker_idx >= 0 else -1,   # decode_worker_idx
         admission_count, admission_count - 1 if admission_count > 0 else 0,
-        r.status)
+        r.status, r.attempts, r.retried_ms)
     if h is not None:
         _lifecycle(rec, r, h, prefill_dp)
     return rec

@@ -195,6 +195,26 @@ def has_telemetry(result: Result, metric: str, pool: str, worker: int) -> bool:
 
 # -- run collections ------------------------------------------------------------------------
 
+def down_spans(lifecycle: Optional[pd.DataFrame], pool: str, worker: int,
+               end_ms: float) -> list[tuple[float, float]]:
+    """The spans ``(from, to)`` in which worker ``worker`` of ``pool`` was down (failed:
+    docs/faults.md), from the lifecycle table; one still down at the end runs to
+    ``end_ms``."""
+    if lifecycle is None or not len(lifecycle):
+        return []
+    rows = lifecycle[(lifecycle["pool"] == pool) & (lifecycle["worker"] == worker)]
+    spans, down = [], None
+    for at, state in zip(rows["at_ms"], rows["state"]):
+        if state == "failed" and down is None:
+            down = float(at)
+        elif state != "failed" and down is not None:
+            spans.append((down, float(at)))
+            down = None
+    if down is not None:
+        spans.append((down, max(down, float(end_ms))))
+    return spans
+
+
 def as_requests(run) -> pd.DataFrame:
     """The requests table of a Result, or the DataFrame itself."""
     if isinstance(run, Result):

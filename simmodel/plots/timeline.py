@@ -14,6 +14,7 @@ import pandas as pd
 
 from simmodel.plots._axes import TIME_LABEL, color, new_axis
 from simmodel.plots.data import (
+    down_spans,
     has_telemetry,
     pass_shares,
     resolve_pool,
@@ -143,7 +144,8 @@ def running_from_passes(passes, *, worker: int = 0, pool: Optional[str] = None, 
 def timeline_figure(result: Result, *, worker: int = 0, pool: Optional[str] = None):
     """Three stacked axes sharing the time axis for one worker: :func:`pass_timeline`,
     :func:`kv_occupancy`, and :func:`queue_depth` (or, without telemetry,
-    :func:`running_from_passes`).  Returns the Figure."""
+    :func:`running_from_passes`); the spans in which the worker was down are shaded
+    (gid ``down``).  Returns the Figure."""
     import matplotlib.pyplot as plt
 
     pool = _pool_for(result.passes, result.telemetry, worker, pool)
@@ -160,6 +162,13 @@ def timeline_figure(result: Result, *, worker: int = 0, pool: Optional[str] = No
     except Exception:
         plt.close(fig)
         raise
+    end = float(result.passes["end_ms"].max()) if len(result.passes) else 0.0
+    for k, (a, b) in enumerate(down_spans(result.lifecycle, pool, worker, end)):
+        for ax in axes:       # failed: docs/faults.md
+            ax.axvspan(a, b, color="0.85", zorder=0, gid="down",
+                       label="down (failed)" if k == 0 and ax is axes[0] else None)
+    if result.lifecycle is not None and len(result.lifecycle):
+        axes[0].legend(loc="upper right")
     for ax in axes[:-1]:
         ax.set_xlabel("")
     return fig

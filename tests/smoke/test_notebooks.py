@@ -26,7 +26,8 @@ EXPECTED = {
     "02_router_comparison.ipynb": (2, ("rel_diff_kv", "reused_ratio")),
     "03_agg_vs_disagg.ipynb": (2, ("rel_diff_1P3D", "prefill_queue")),
     "04_agentic_sessions.ipynb": (2, ("completed_trajectories", "first_in_session")),
-    "05_capacity_planning.ipynb": (2, ("cheapest aggregated", "goodput_rps_per_gpu")),
+    "05_capacity_planning.ipynb": (3, ("cheapest aggregated", "goodput_rps_per_gpu",
+                                       "headroom for one failure")),
 }
 #: The only metadata a committed notebook keeps.
 NOTEBOOK_METADATA = {"kernelspec", "language_info"}

@@ -21,6 +21,7 @@ EXPECTED = {
     "mooncake_layouts.yaml": ("sweep", 18),
     "mooncake_capacity.yaml": ("search", 2),
     "mooncake_load.yaml": ("search", 1),
+    "mooncake_headroom.yaml": ("search", 2),
 }
 
 PATHS = sorted(SWEEPS.glob("*.yaml"))

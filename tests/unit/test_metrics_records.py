@@ -40,7 +40,7 @@ def engine_request(**kw):
                 second_token_ms=23.0, last_token_ms=50.0, terminal_ms=51.0,
                 prompt_len=100, requested_output=12, generated=11, reused=104,
                 first_reused=64, worker_idx=3, dp_rank=1, admissions=2,
-                status="completed", handoff=None)
+                status="completed", handoff=None, attempts=2, retried_ms=4.5)
     base.update(kw)
     return SimpleNamespace(**base)
 
@@ -63,7 +63,7 @@ def workers_with(passes):
 
 def test_request_columns_are_the_record_fields():
     assert REQUEST_COLUMNS == tuple(f.name for f in dataclasses.fields(RequestRecord))
-    assert len(set(REQUEST_COLUMNS)) == len(REQUEST_COLUMNS) == 35
+    assert len(set(REQUEST_COLUMNS)) == len(REQUEST_COLUMNS) == 37
 
 
 def test_released_request_row():
@@ -81,6 +81,7 @@ def test_released_request_row():
     assert rec.decode_worker_idx == 3 * 2 + 1
     assert (rec.admission_count, rec.readmission_count, rec.terminal_status) == (
         2, 1, "completed")
+    assert (rec.attempts, rec.retried_ms) == (2, 4.5)
     assert rec.prefill_worker_idx == -1 and math.isnan(rec.prefill_admit_ms)
 
 
