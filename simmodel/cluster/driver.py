@@ -193,15 +193,20 @@ class Driver:
             req.on_done.succeed(outcome)
         req.seq = None          # its block hashes are no longer needed (memory on long runs)
 
-    def cancel(self, req: EngineRequest) -> None:
-        """Cancel a released turn (the seed's ``release_cap_slot``): its worker drops it at
-        the end of the pass in flight, then its session ends and frees its concurrency
-        slot, and an agentic node's dependents are released."""
+    def cancel(self, req: EngineRequest, status: str = "cancelled") -> None:
+        """Cancel a released turn (the seed's ``release_cap_slot``; a client timeout,
+        ``status`` timed_out): on its worker it is dropped at the end of the pass in
+        flight; held by a router (or, disaggregated, not decoding yet) it leaves now.
+        Then its session ends and frees its concurrency slot, and an agentic node's
+        dependents are released."""
         if req.status in TERMINAL:
             return
-        if req.worker_idx < 0:
-            return                            # still in a router queue: not supported
-        self.router.workers[req.worker_idx].cancel(req)
+        if self.router.withdraw(req):
+            req.status = status
+            req.terminal_ms = self.env.now
+            self.on_done(req)
+        elif req.worker_idx >= 0:
+            self.router.workers[req.worker_idx].cancel(req, status)
 
     def _planned_outputs(self, n: int) -> tuple[int, ...]:
         lo, hi = OUTPUT_TOKEN_RANGE

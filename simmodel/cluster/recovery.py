@@ -90,10 +90,10 @@ class Recovery:
     def _timed_out(self, req, attempt: int) -> None:
         if req.attempts != attempt or req.status != "incomplete":
             return                               # ended, or a later attempt runs
-        if self._backoff.pop(req.uid, None) is not None or self.router.withdraw(req):
-            self._end(req, "timed_out")          # nowhere, or in a router queue
-        elif req.worker_idx >= 0:
-            self.router.workers[req.worker_idx].cancel(req, "timed_out")
+        if self._backoff.pop(req.uid, None) is not None:
+            self._end(req, "timed_out")          # waiting out a backoff: nowhere
+        else:
+            self.driver.cancel(req, "timed_out")
 
     def takes(self, req) -> bool:
         """``Driver.on_done``: ``req`` timed out and its client sends it again now (True),

@@ -222,3 +222,46 @@ def test_the_timeline_shades_the_down_time(tmp_path):
         assert (box.x0, box.x1) == pytest.approx((15.0, 243.0))
     finally:
         plt.close(fig)
+
+
+def test_a_planner_replaces_a_failed_worker(tmp_path):
+    """Two workers and a schedule planner holding the pool at 2.  Worker 0 fails at 50
+    (back at 1000).  The tick at 100 counts one live worker and starts worker 2 (ready
+    at 100 + 300 ms start-up); once worker 0 is back, the tick at 2000 finds 3 and
+    drains the highest id, worker 2, which leaves at once (idle)."""
+    data = {"cluster": agg(2, startup_time=0.3),
+            "planner": {"kind": "schedule", "steps": [{"at_ms": 100.0, "decode": 2},
+                                                      {"at_ms": 2000.0, "decode": 2}]},
+            "faults": [{"kind": "fail", "at_ms": 50.0, "worker": 0, "repair_ms": 950.0}]}
+    rows = [req("a", 0.0, 3), req("b", 3000.0, 3)]
+    res, df = run(tmp_path, rows, data, True)
+    life = res.lifecycle
+    got = list(zip(life.at_ms, life.worker, life.transition))
+    assert got == [(50.0, 0, "worker_failed"), (100.0, 2, "worker_starting"),
+                   (400.0, 2, "worker_ready"), (1000.0, 0, "worker_repaired"),
+                   (2000.0, 2, "worker_draining"),
+                   (2000.0, 2, "worker_removed")]
+    assert (df.terminal_status == "completed").all()
+
+
+def test_random_faults_differ_between_replications_of_a_sweep(tmp_path):
+    """A sweep point with random failures, 3 replications (seeds 0, 1, 2): each seed
+    draws its own failure times (stream ``faults``), so the runs differ and the point's
+    summary carries a confidence interval over them."""
+    import yaml
+
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump({
+        "workload": {"synthetic": {"requests": 60, "input_tokens": 200, "output_tokens": 40,
+                                   "request_rate": 40.0}},
+        "cluster": {"workers": 3, "engine": {"block_size": 16, "timing_model": FIXED}},
+        "faults": [{"kind": "random", "mtbf_s": 0.3, "mttr_s": 0.1}]}))
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(yaml.safe_dump({"base": "base.yaml", "replications": 3,
+                                    "grid": {"cluster.workers": [3]}}))
+    res = simmodel.sweep(str(spec), jobs=1)
+    runs = res.points
+    assert len(runs) == 3 and runs["worker_failures"].nunique() > 1
+    row = res.summary.iloc[0]
+    assert row["worker_failures_ci95_low"] < row["worker_failures_mean"] \
+        < row["worker_failures_ci95_high"]
