@@ -15,6 +15,7 @@ import argparse
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,9 +53,13 @@ def main(argv=None) -> int:
     ok = True
     try:
         one()
-    except Exception as exc:        # hypothesis re-raises the shrunk failing case
+    except Exception as exc:        # hypothesis re-raises the shrunk failing case(s)
         ok = False
-        print(f"FAILED: {type(exc).__name__}: {exc}")
+        for e in getattr(exc, "exceptions", [exc]):
+            print(f"FAILED: {type(e).__name__}: {e}")
+            for note in getattr(e, "__notes__", []):
+                print(note)
+            print("".join(traceback.format_tb(e.__traceback__)[-3:]))
     wall = time.perf_counter() - t0
     print(f"{counts['cases']} cases run (each twice), {counts['retried']} with retried "
           f"requests, {counts['failures']} worker failures in all; {wall:.1f} s wall "

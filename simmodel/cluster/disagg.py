@@ -124,8 +124,8 @@ class Handoff(BoundaryReservations, HandoffFaults):
         self.notify_done(req)
 
     def _route_prefill(self, part: EngineRequest) -> None:
-        if self.current(part):               # (not a lost attempt's)
-            self.prefill_router.route(part)      # submits, or holds it (no active worker, queue)
+        if self.current(part):               # (not a lost attempt's: disagg_faults)
+            self.prefill_router.route(part)  # submits, or holds it (no active worker, queue)
 
     def prefill_topology_changed(self) -> None:
         """Prefill workers joined or left (scaling)."""

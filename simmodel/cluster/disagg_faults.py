@@ -9,10 +9,11 @@ A request is lost when its current attempt needs the failed worker:
   yet activated (waiting for blocks, deferred to a pass end, reserved with its transfer in
   flight): a transfer in flight fails with its destination.
 
-For each lost request the other side is undone on the surviving workers, at their pass
-boundaries like any handoff step: a prompt still being prefilled is cancelled there, a
-held source is released, a reserved destination is freed (and reservations waiting for
-blocks there are retried).  The attempt's handoff record is then stale: every step still
+For each lost request the other side is undone on the surviving workers: at their pass
+boundaries like any handoff step, a prompt still being prefilled is cancelled and a held
+source is released; a reserved destination is freed at once (its blocks serve no pass,
+and a new attempt of the request must start with none), and the reservations waiting for
+blocks there are retried at the boundary.  The attempt's handoff record is then stale: every step still
 scheduled for it (a routing, a transfer's end, an activation) sees that and does nothing.
 The request itself goes to ``Recovery`` (a new attempt after the backoff, or ``failed``).
 
@@ -125,8 +126,9 @@ class HandoffFaults:
                 queue.remove(req)
                 return                             # nothing reserved yet
         if rec.missing_tokens is not None:        # reserved, not activated (withdraw)
-
-            def free():
-                d.sched.unreserve(req)
-                self._retry_pending(d, req.dp_rank)
-            d.steps.command(free)
+            # Freed now, not at the pass end: the blocks were held for this attempt alone
+            # (no pass uses them), and a new attempt of the same request must start with
+            # none; reservations waiting there are retried at the boundary, as always.
+            rank = req.dp_rank
+            d.sched.unreserve(req)
+            d.steps.command(lambda: self._retry_pending(d, rank))

@@ -31,7 +31,7 @@ class DecodeWorker(Worker):
         """Decode side of a handoff: the prompt's KV has arrived (reserved earlier).
         Returns the KV slots this freed (SGLang: pages the prompt shares with the tree)."""
         req.worker_idx = self.idx
-        self.live[req.uid] = req
+        self.live[id(req)] = req
         freed = self.sched.activate(req)
         self._wake()
         return freed

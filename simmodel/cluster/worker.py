@@ -24,6 +24,7 @@ simulated time:
 from __future__ import annotations
 
 import math
+
 import simpy
 
 from simmodel.cluster.decode_run import CoalescedRun
@@ -87,8 +88,9 @@ class Worker(WorkerReadings):
         self.decode_forwards = 0              # decode steps so far (while collecting)
         self.record_gauges = False            # telemetry on: keep the state below
         self._pre = None                      # (pre-schedule KV/running, admitted) in flight
-        # faults (cluster.faults): the process, the requests here by uid (what a failure
-        # loses), the straggler factor of passes starting now
+        # faults (cluster.faults): the process, the requests here (what a failure loses;
+        # by object: a retry's new part may share a uid with one still being cancelled),
+        # the straggler factor of passes starting now
         self.proc = None
         self.live: dict = {}
         self.generation = 0               # failures so far (a step of an earlier one is void)
@@ -97,7 +99,7 @@ class Worker(WorkerReadings):
     def submit(self, req: EngineRequest) -> None:
         """Route ``req`` here: it goes into the inbox (waking the worker if it is idle)."""
         req.worker_idx = self.idx
-        self.live[req.uid] = req
+        self.live[id(req)] = req
         self.inbox.put(req)
 
     def _wake(self) -> None:
@@ -159,7 +161,7 @@ class Worker(WorkerReadings):
         self.publishes = self.record_events or bool(self._on_kv_events)
 
     def _ended(self, req: EngineRequest) -> None:
-        self.live.pop(req.uid, None)
+        self.live.pop(id(req), None)
         for fn in self._on_done:          # (a loop: usually one or two observers)
             fn(req)
 

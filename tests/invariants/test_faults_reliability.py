@@ -183,6 +183,7 @@ def check(cluster, res, spec) -> None:
             continue
         assert w.sched.held == 0, (w.pool, w.idx, w.sched.held)
         assert not w.sched.running and not w.sched.waiting
+        assert w.sched.kv.active_blocks == 0, (w.pool, w.idx, w.sched.kv.active_blocks)
     # passes of one worker never overlap (a failed pass is never logged)
     for _, wp in res.passes.groupby(["pool", "worker"]):
         assert (wp.start_ms.to_numpy()[1:] >= wp.end_ms.to_numpy()[:-1]).all()
