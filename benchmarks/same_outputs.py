@@ -10,7 +10,8 @@ values, dtypes, order), and every JSON file equal apart from the host timings
 (``wall_time_ms``, ``processed_tokens_per_s``, ``processed_output_tokens_per_s``).
 ``--new-columns a,b``: columns the candidate adds (absent from the base) are left out of
 the comparison; every other column must still be equal.
-Prints IDENTICAL or what differs per scenario; exit 0 when all are identical, 1 otherwise.
+Prints IDENTICAL or what differs per scenario (for a JSON file, the keys added, dropped
+or changed); exit 0 when all are identical, 1 otherwise.
 The check behind "outputs bit-identical" in refactoring commits.  Not part of the tests.
 """
 from __future__ import annotations
@@ -55,8 +56,30 @@ def differences(a: Path, b: Path, new_columns: tuple = ()) -> list[str]:
                 ja = {k: v for k, v in ja.items() if k not in HOST_KEYS}
                 jb = {k: v for k, v in jb.items() if k not in HOST_KEYS}
             if ja != jb:
-                bad.append(name)
+                bad.append(f"{name} ({json_changes(ja, jb)})")
     return bad
+
+
+def _flat(value, prefix: str = "") -> dict:
+    if not isinstance(value, dict):
+        return {prefix: value}
+    out = {}
+    for k, v in value.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def json_changes(a, b) -> str:
+    """Which keys a JSON candidate ``b`` adds, drops or changes against the base ``a``."""
+    fa, fb = _flat(a), _flat(b)
+    parts = []
+    for what, keys in (("added", sorted(fb.keys() - fa.keys())),
+                       ("dropped", sorted(fa.keys() - fb.keys())),
+                       ("changed", sorted(k for k in fa.keys() & fb.keys() if fa[k] != fb[k]))):
+        if keys:
+            shown = ", ".join(f"{k}={fb.get(k, fa.get(k))!r}" for k in keys[:20])
+            parts.append(f"{what} {len(keys)}: {shown}" + (", ..." if len(keys) > 20 else ""))
+    return "; ".join(parts)
 
 
 def main(argv=None) -> int:

@@ -20,6 +20,8 @@ over ``read_result`` -> ``simmodel.compare`` / ``simmodel.plots`` to explore res
     draws one figure of a sweep or search folder (``simmodel.plots.capacity_figure``): a
     summary key against a varied key (``sweep``; the SLA line defaults to the spec's), cost
     against value with the Pareto front (``pareto``), or a search's probes (``probes``).
+``simmodel models [--grep TEXT]`` / ``simmodel systems``
+    what an aic timing model can name (``simmodel.cli_aic``).
 
 A user mistake (bad scenario, bad trace, bad override, unwritable output, missing or
 invalid result directory or sweep folder, bad measured file, unknown key, column or plot
@@ -116,6 +118,8 @@ def _parser() -> argparse.ArgumentParser:
     add_plot(sub)
     from simmodel.cli_capacity import register
     register(sub)
+    from simmodel import cli_aic
+    cli_aic.register(sub)
     return parser
 
 

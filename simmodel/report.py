@@ -37,6 +37,10 @@ _OPTIONAL_TABLES = ((KV_EVENTS_FILE, "kv_events"), (LIFECYCLE_FILE, "lifecycle")
 #: Rows of the latency table: (label, summary-key stem).
 _LATENCY_ROWS = (("ttft", "ttft"), ("ttst", "ttst"), ("tpot", "tpot"), ("itl", "itl"),
                  ("e2e_latency", "e2e_latency"))
+#: Rows of the summary table for the keys an aic timing model adds, when present.
+_AIC_ROWS = (("num_gpu_blocks", "d"), ("prefill_num_gpu_blocks", "d"),
+             ("decode_num_gpu_blocks", "d"), ("kv_bytes_per_token", "d"),
+             ("energy_kwh", ".6g"), ("mean_power_w", ".1f"), ("power_coverage", ".3f"))
 #: Columns of the latency table: (header, summary-key prefix).
 _LATENCY_COLS = (("mean", "mean"), ("p50", "median"), ("p90", "p90"), ("p99", "p99"),
                  ("max", "max"))
@@ -179,6 +183,8 @@ def format_summary(summary: dict, sla=None) -> str:
         ("prefix_cache_reused_ratio", _fmt(summary.get("prefix_cache_reused_ratio"), ".4f")),
         ("gpu_hours", _fmt(summary.get("gpu_hours"), ".6g")),
     ]
+    # aic timing: the sizes it derived (``auto``) and the energy of the passes
+    rows += [(key, _fmt(summary[key], spec)) for key, spec in _AIC_ROWS if key in summary]
     if any(k.startswith("goodput_") for k in summary):
         rows += [
             ("goodput requests", _fmt(summary.get("goodput_completed_requests"), "d")),

@@ -24,6 +24,7 @@ from simmodel.cluster.roles import DecodeWorker, PrefillWorker
 from simmodel.cluster.routing import make_pool_routers, make_router
 from simmodel.cluster.worker import Worker
 from simmodel.config import ConfigError, Scenario
+from simmodel.engine import aic_scenario
 from simmodel.engine.factory import make_scheduler
 from simmodel.engine.limits import never_runs
 from simmodel.engine.timing import make_timing
@@ -255,6 +256,7 @@ def run(scenario: Scenario, *, seed: int | None = None,
     if seed is not None:
         scenario = dataclasses.replace(scenario, seed=seed)
     t0 = time.perf_counter()
+    scenario, derived = aic_scenario.prepare(scenario)   # aic timing: its checks and sizes
     if scaling_policy is None:
         from simmodel.cluster.policies import make_policy
         scaling_policy = make_policy(scenario)      # the scenario's ``planner:``, if any
@@ -275,6 +277,8 @@ def run(scenario: Scenario, *, seed: int | None = None,
     from simmodel.finish import collect     # the tables: pandas from here on
     result = collect(scenario, cluster, wall_ms, stats_from_ms)
     result.early_stopped = stopped
+    if aic_scenario.uses_aic(scenario):
+        result.summary.update(derived, **aic_scenario.energy(scenario, result.passes))
     return result
 
 

@@ -25,9 +25,12 @@ PATH_KEYS = ("workload.trace", "timing_model.path")
 
 
 def _unwrap(hint: Any) -> Any:
-    """``Optional[X]`` -> ``X``."""
+    """``Optional[X]`` -> ``X``; a count or a keyword (``Union[int, str]``, ``auto``) ->
+    ``int``."""
     if typing.get_origin(hint) in (Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if set(args) == {int, str}:
+            return int
         return args[0] if len(args) == 1 else hint
     return hint
 

@@ -3,7 +3,7 @@ transfer between them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Union
 
 from simmodel.config.checks import (MAX_WORKERS, ConfigError, at_most, boolean, choice,
                                     non_negative_number, positive_int, positive_number)
@@ -75,7 +75,7 @@ class KvTransferConfig:
     does not already hold."""
 
     bandwidth_gb_s: Optional[float] = None
-    bytes_per_token: Optional[int] = None
+    bytes_per_token: Optional[Union[int, str]] = None   # or "auto": from the aic model
     timing: str = "full_prompt"
     contention: bool = False           # beyond the reference: shared links (cluster.kv_link)
     policy: str = "fair"               # contention: fair sharing or fifo per link
@@ -83,7 +83,8 @@ class KvTransferConfig:
 
     def __post_init__(self):
         positive_number("bandwidth_gb_s", self.bandwidth_gb_s, allow_none=True)
-        positive_int("bytes_per_token", self.bytes_per_token, allow_none=True)
+        if self.bytes_per_token != "auto":
+            positive_int("bytes_per_token", self.bytes_per_token, allow_none=True)
         choice("timing", self.timing, TRANSFER_TIMINGS)
         boolean("contention", self.contention)
         choice("policy", self.policy, ("fair", "fifo"))
@@ -118,6 +119,10 @@ class ClusterConfig:
             if self.prefill.engine.backend != self.decode.engine.backend:
                 raise ConfigError("decode.engine.backend",
                                   "both pools must use the same backend")
+        if self.kv_transfer.bytes_per_token == "auto" and not any(
+                p is not None and p.engine.aic for p in (self.prefill, self.decode)):
+            raise ConfigError("kv_transfer.bytes_per_token", "auto needs a disaggregated "
+                              "cluster with a timing_model of type aic (its model config)")
 
     @property
     def disaggregated(self) -> bool:

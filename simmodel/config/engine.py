@@ -6,8 +6,9 @@ has the glossary of every key.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Union
 
+from simmodel.config.aic import check_aic_keys, moe_sizes
 from simmodel.config.checks import (MAX_DP_SIZE, MAX_GPU_BLOCKS, ConfigError, at_most, boolean,
                                     choice, non_negative_int, non_negative_number,
                                     positive_int, positive_number)
@@ -15,7 +16,8 @@ from simmodel.config.checks import (MAX_DP_SIZE, MAX_GPU_BLOCKS, ConfigError, at
 BACKENDS = ("vllm", "sglang", "trtllm")
 DEFAULT_BLOCK_SIZE = {"vllm": 64, "sglang": 1, "trtllm": 32}
 PREEMPTION_MODES = ("lifo", "fifo")
-TIMING_TYPES = ("polynomial", "fixed", "table")
+TIMING_TYPES = ("polynomial", "fixed", "table", "aic")
+AUTO = "auto"                # num_gpu_blocks / kv_transfer.bytes_per_token from the aic model
 SCHEDULE_POLICIES = ("fifo", "lpm")
 
 
@@ -25,13 +27,31 @@ class TimingConfig:
 
     ``type: table`` reads a measured profile from ``path`` (CSV or the reference's NPZ
     layout, see ``simmodel.engine.timing_table``); outside the measured range it fails
-    unless ``extrapolate: true``."""
+    unless ``extrapolate: true``.
+
+    ``type: aic`` costs each pass with NVIDIA AIConfigurator's kernel database
+    (``simmodel.engine.aic_timing``): ``model`` (a config shipped with the library, or a
+    folder with a ``config.json``), ``system`` (GPU), ``backend`` (default: the engine's),
+    ``version`` (default: the database's current one), MoE parallelism, quantisation
+    modes and ``database_mode`` (``simmodel.config.aic``)."""
 
     type: str = "polynomial"
     prefill_ms: Optional[float] = None   # fixed model: duration of a pass with prefill work
     decode_ms: Optional[float] = None    # fixed model: duration added when requests decode
     path: Optional[str] = None           # table model: the profile file
     extrapolate: bool = False            # table model: extend linearly past the measurements
+    model: Optional[str] = None          # aic model: the keys of simmodel.config.aic
+    system: Optional[str] = None
+    backend: Optional[str] = None
+    version: Optional[str] = None
+    moe_tp_size: Optional[int] = None
+    moe_ep_size: Optional[int] = None
+    gemm_quant_mode: Optional[str] = None
+    moe_quant_mode: Optional[str] = None
+    kvcache_quant_mode: Optional[str] = None
+    fmha_quant_mode: Optional[str] = None
+    comm_quant_mode: Optional[str] = None
+    database_mode: Optional[str] = None
 
     def __post_init__(self):
         choice("type", self.type, TIMING_TYPES)
@@ -46,6 +66,7 @@ class TimingConfig:
         elif self.path is not None:
             raise ConfigError("path", "only valid with type: table")
         boolean("extrapolate", self.extrapolate)
+        check_aic_keys(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +93,7 @@ class EngineConfig:
 
     backend: str = "vllm"
     block_size: Optional[int] = None          # None -> the backend's default (vllm 64)
-    num_gpu_blocks: int = 16384
+    num_gpu_blocks: Union[int, str] = 16384   # or "auto" (aic timing: the memory model)
     max_model_len: Optional[int] = None
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
@@ -91,12 +112,14 @@ class EngineConfig:
     aic_nextn_accept_rates: Optional[tuple[float, ...]] = None   # default 0.85, 0.30
     aic_mtp_seed: int = 42                    # per-worker seed (+ worker index)
     sglang: SglangConfig = field(default_factory=SglangConfig)
+    gpu_memory_utilization: float = 0.9       # num_gpu_blocks: auto: fraction of GPU memory
 
     def __post_init__(self):
         choice("backend", self.backend, BACKENDS)
         positive_int("block_size", self.block_size, allow_none=True)
-        positive_int("num_gpu_blocks", self.num_gpu_blocks)
-        at_most("num_gpu_blocks", self.num_gpu_blocks, MAX_GPU_BLOCKS, "KV blocks per rank")
+        if not isinstance(self.timing_model, TimingConfig):
+            raise ConfigError("timing_model", "must be a mapping")
+        self._check_blocks()
         positive_int("max_model_len", self.max_model_len, allow_none=True)
         positive_int("max_num_seqs", self.max_num_seqs)
         positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
@@ -106,8 +129,6 @@ class EngineConfig:
         # The reference leaves durations unchanged for a ratio of 0 in offline replay.
         non_negative_number("speedup_ratio", self.speedup_ratio)
         non_negative_number("decode_speedup_ratio", self.decode_speedup_ratio)
-        if not isinstance(self.timing_model, TimingConfig):
-            raise ConfigError("timing_model", "must be a mapping")
         positive_int("dp_size", self.dp_size)
         at_most("dp_size", self.dp_size, MAX_DP_SIZE, "ranks per worker")
         positive_int("tensor_parallel_size", self.tensor_parallel_size)
@@ -118,12 +139,46 @@ class EngineConfig:
                               "vllm, as in the reference (sglang: prefill_decode_interval)")
         non_negative_int("prefill_decode_interval", self.prefill_decode_interval)
         self._check_speculative()
+        if self.aic:
+            self._check_aic()
         if not isinstance(self.sglang, SglangConfig):
             raise ConfigError("sglang", "must be a mapping")
         if self.backend == "sglang" and self.sglang.chunked_prefill_size % self.effective_block_size:
             raise ConfigError("sglang.chunked_prefill_size",
                               f"must be a multiple of block_size ({self.effective_block_size}), "
                               "as the reference requires")
+
+    @property
+    def aic(self) -> bool:
+        """Whether the passes are costed by the aic (AIConfigurator) timing model."""
+        return self.timing_model.type == "aic"
+
+    def _check_blocks(self) -> None:
+        """``num_gpu_blocks`` (a count or ``auto``) and ``gpu_memory_utilization``."""
+        if isinstance(self.num_gpu_blocks, str):
+            if self.num_gpu_blocks != AUTO:
+                raise ConfigError("num_gpu_blocks", f"must be a positive integer or auto, "
+                                  f"got {self.num_gpu_blocks!r}")
+            if not self.aic:
+                raise ConfigError("num_gpu_blocks", "auto needs timing_model type: aic "
+                                  "(the blocks come from its memory model)")
+        else:
+            positive_int("num_gpu_blocks", self.num_gpu_blocks)
+            at_most("num_gpu_blocks", self.num_gpu_blocks, MAX_GPU_BLOCKS, "KV blocks per rank")
+        g = self.gpu_memory_utilization
+        positive_number("gpu_memory_utilization", g)
+        if g > 1:
+            raise ConfigError("gpu_memory_utilization", f"must be at most 1, got {g!r}")
+
+    def _check_aic(self) -> None:
+        """What an aic timing model needs of the rest of the engine."""
+        if self.decode_speedup_ratio != 1.0:
+            raise ConfigError("decode_speedup_ratio", "not supported with timing_model "
+                              "type: aic (model speculative decoding with aic_nextn)")
+        try:
+            moe_sizes(self.timing_model, self.gpus_per_worker)
+        except ConfigError as e:
+            raise e.under("timing_model") from None
 
     def _check_speculative(self) -> None:
         """``aic_nextn`` (1-5), its acceptance rates (probabilities) and seed."""

@@ -51,6 +51,8 @@ class SchedulerBase:
         self.caching = engine.enable_prefix_caching
         self.max_model_len = engine.max_model_len
         self.timing = timing
+        # the timing model costs a pass from its composition (_charge's ``chunks``)
+        self.composed = getattr(timing, "composed", False)
         self.waiting: deque[EngineRequest] = deque()
         self.running: list[EngineRequest] = []
         self.committed_prefill_tokens = 0
@@ -123,10 +125,12 @@ class SchedulerBase:
 
     # -- cost ------------------------------------------------------------------------------
     def _charge(self, plan: PassPlan, n: int, s_isl: int, s_pfx: int, n_dec: int,
-                dec_tokens: int, committed: int) -> None:
+                dec_tokens: int, committed: int, chunks: list | None = None) -> None:
         """Fill ``plan``'s counts and duration: P over ``n`` prompt entries (Σ lengths after
         the pass ``s_isl``, Σ computed before ``s_pfx``) if the role prefills, plus D over
-        ``n_dec`` decoders of ``dec_tokens`` tokens if it decodes."""
+        ``n_dec`` decoders of ``dec_tokens`` tokens if it decodes.  A composed timing
+        model (``self.composed``) costs the whole pass from ``chunks``, the entries'
+        (new tokens, computed before), and the decoders, each part if the role has it."""
         if n:
             plan.prefill_tokens = batch_new_tokens(n, s_isl, s_pfx)
         plan.committed_tokens = committed      # counted when the pass completes
@@ -135,6 +139,10 @@ class SchedulerBase:
         plan.decode_tokens = dec_tokens
         timing = self.timing
         role = self.role
+        if chunks is not None:
+            plan.duration_ms = timing.pass_ms(chunks if role.prefills else (),
+                                              n_dec if role.decodes else 0, dec_tokens)
+            return
         plan.duration_ms = ((timing.prefill_ms(n, s_isl, s_pfx) if role.prefills else 0.0)
                             + (timing.decode_ms(n_dec, dec_tokens) if role.decodes else 0.0))
 

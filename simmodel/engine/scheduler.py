@@ -335,12 +335,16 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
         are free; ``victims``, preempted for their drafts' KV, included: vllm_mtp.py), D
         over those emitting from an already computed prompt."""
         n = s_isl = s_pfx = n_dec = dec_tokens = committed = 0
+        chunks = [] if self.composed else None      # (new, before) of each prompt entry
         for r, before, take in victims:
             if before < r.prompt_len and not r.transferred:
+                upto = min(before + take, r.prompt_len)
                 committed += take
                 n += 1
-                s_isl += min(before + take, r.prompt_len)
+                s_isl += upto
                 s_pfx += before
+                if chunks is not None:
+                    chunks.append((upto - before, before))
         # with speculative decoding a request finishing its prompt also runs the decode step
         mtp = bool(self.mtp_rates)
         for r, before, take in plan.entries:
@@ -351,10 +355,12 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
                 n += 1
                 s_isl += after if after < plen else plen
                 s_pfx += before
+                if chunks is not None:
+                    chunks.append(((after if after < plen else plen) - before, before))
             if (r.generated or r.transferred or mtp) and after == r.seq_len:
                 n_dec += 1
                 dec_tokens += r.seq_len
-        self._charge(plan, n, s_isl, s_pfx, n_dec, dec_tokens, committed)
+        self._charge(plan, n, s_isl, s_pfx, n_dec, dec_tokens, committed, chunks)
 
     def finish(self, plan: PassPlan, end_ms: float, pass_idx: int,
                first_tokens: list) -> list[EngineRequest]:

@@ -305,6 +305,7 @@ class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
         """Duration: P over the prefill entries (integer-mean aggregation of §2.1) or D
         over the decoders; a prefill worker adds no D, a decode worker no P."""
         n = s_isl = s_pfx = n_dec = dec_tokens = committed = 0
+        chunks = [] if self.composed else None      # (new, before) of each prompt entry
         for r, before, take in plan.entries:
             if r.state == RUNNING:
                 n_dec += 1
@@ -314,7 +315,9 @@ class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
             n += 1
             s_isl += before + take            # recomputed generated tokens are charged too
             s_pfx += before
-        self._charge(plan, n, s_isl, s_pfx, n_dec, dec_tokens, committed)
+            if chunks is not None:
+                chunks.append((take, before))
+        self._charge(plan, n, s_isl, s_pfx, n_dec, dec_tokens, committed, chunks)
 
     def finish(self, plan: PassPlan, end_ms: float, pass_idx: int,
                first_tokens: list) -> list[EngineRequest]:

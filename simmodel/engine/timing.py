@@ -8,7 +8,10 @@ A pass of a vLLM-style worker costs ``prefill_ms + decode_ms`` (reference §2):
   fraction of the worker's KV token capacity their sequences fill.
 
 Workers never hold coefficients; they call a ``TimingModel``.  Other models (measured
-tables, external providers) implement the same two methods.
+tables, external providers) implement the same two methods.  A model that costs a pass
+from its composition (``aic``, ``simmodel.engine.aic_timing``) sets ``composed = True``
+and offers ``pass_ms(chunks, n_decode, decode_tokens)``: the schedulers then hand it the
+pass's prefill entries as (new tokens, tokens computed before) instead of their sums.
 """
 from __future__ import annotations
 
@@ -103,4 +106,7 @@ def make_timing(engine: EngineConfig) -> TimingModel:
         return FixedTiming(engine)
     if kind == "table":
         return TableTiming(engine)
+    if kind == "aic":
+        from simmodel.engine.aic_timing import AicTiming   # the library: only when asked
+        return AicTiming(engine)
     raise ValueError(f"unknown timing model {kind!r}")

@@ -7,7 +7,7 @@ timing:
 * the simulation path (scenario -> workload -> cluster -> engine, up to and including
   the first event) imports no pandas or pyarrow (they tabulate and write the results,
   after the run), nor scipy, matplotlib, tqdm (a bar is drawn only after a second, on a
-  terminal) or dask;
+  terminal), dask, or aiconfigurator-core (only an aic timing model imports it);
 * the whole run does load pandas and pyarrow (so the names checked are the real ones);
 * the command line asks OpenBLAS for one thread before numpy is imported.
 """
@@ -24,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLES = ("pandas", "pyarrow")
-ELSEWHERE = ("scipy", "matplotlib", "tqdm", "dask")
+ELSEWHERE = ("scipy", "matplotlib", "tqdm", "dask", "aiconfigurator_core")
 SIMULATOR = ("numpy", "simpy")
 
 #: Runs ``simmodel.cli.main(argv)``; with ``first-event``, stops the run once the
