@@ -62,7 +62,7 @@ class Inbox(simpy.Store):
 
     def wait(self, other=None):
         """(A process step) wait until the inbox gets something, or ``other`` fires, and
-        take what it got."""
+        take what it got; returns that item (None: ``other`` fired first)."""
         get = self._get = self.get()
         self._got = False
         yield get if other is None else other | get
@@ -70,8 +70,9 @@ class Inbox(simpy.Store):
         if get.triggered:
             if not self._got:
                 self._hand(get.value)
-        else:
-            get.cancel()
+            return get.value
+        get.cancel()
+        return None
 
     def abandon(self) -> None:
         """Its worker failed: forget what it holds and the get its process waited on."""

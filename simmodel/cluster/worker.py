@@ -27,10 +27,9 @@ import math
 
 import simpy
 
-from simmodel.cluster.decode_run import CoalescedRun
+from simmodel.cluster.decode_run import WorkerDecodeRuns
 from simmodel.cluster.inbox import Inbox
-from simmodel.cluster.phases import (BatchFormation, Phase, event_at, event_at_time, order,
-                                     worker_rank)
+from simmodel.cluster.phases import BatchFormation, Phase, event_at, order, worker_rank
 from simmodel.cluster.steps import BoundarySteps
 from simmodel.cluster.worker_readings import WorkerReadings
 from simmodel.engine import fpm
@@ -40,7 +39,7 @@ from simmodel.errors import UserError
 from simmodel.metrics.passlog import PassLog
 
 
-class Worker(WorkerReadings):
+class Worker(WorkerDecodeRuns, WorkerReadings):
     """One aggregated worker (one DP rank): a scheduler, its pass log, its process.
     ``cluster.roles`` has the two roles of a disaggregated cluster."""
 
@@ -320,68 +319,6 @@ class Worker(WorkerReadings):
         for r in rejected:
             r.terminal_ms = end
             self._ended(r)
-
-    def _decode_run(self, durations, total):
-        """Cover a run of pure-decode passes with one timeout, cut short by the inbox.
-
-        The process waits for the run's last pass end or for its inbox, whichever comes
-        first.  Event budget: one ``PASS_END`` event for the run's end, one ``get`` if a
-        request or handoff step arrives mid-run, and then one ``PASS_END`` event for the
-        end of the pass in flight at that moment.  An observer's ``view`` / ``gauges``
-        settles the passes that already ended before the run is over (``_catch_up``).
-        """
-        env = self.env
-        # (the queue cannot change during a run: the inbox cuts it short)
-        parts = (([r.seq_len for r in self.sched.running],
-                  fpm.queued(self.sched.waiting, self._inbound()))
-                 if self.collect_fpm else None)
-        run = self._run = CoalescedRun(durations, total, env.now, parts)
-        end_ev = event_at_time(env, float(run.ends[-1]), Phase.PASS_END, self.rank)
-        yield from self.inbox.wait(end_ev)
-        m = len(durations)
-        if not end_ev.processed:
-            # the inbox got something at t: passes that started before t run to their end
-            t = env.now
-            m = run.cut_at(t, self.formation.passed(t, self.end_key))
-            if m and run.ends[m - 1] > t:
-                yield event_at_time(env, float(run.ends[m - 1]), Phase.PASS_END, self.rank)
-        self._commit_run(m)
-        self._run = None
-
-    def _commit_run(self, upto: int) -> None:
-        """Settle passes ``done..upto-1`` of the current decode run."""
-        run = self._run
-        durations, total, start, ends, done, parts = (run.durations, run.total, run.start,
-                                                      run.ends, run.done, run.parts)
-        k = upto - done
-        if k <= 0:
-            return
-        sched = self.sched
-        first = start if done == 0 else float(ends[done - 1])
-        out = sched.commit_decode_run(durations[done:], total + len(sched.running) * done,
-                                      k, first, len(self.passes), self.publishes)
-        self.passes.add_run(out.starts, out.stops, out.num_decode, out.decode_tokens,
-                            out.kv_active)
-        run.done = upto
-        if parts is not None and self.collect_fpm:
-            lengths, queue = parts
-            self.fpm_latest = fpm.snapshot(self.idx, float(durations[upto - 1]),
-                                           fpm.decode_only(lengths, upto - 1), queue)
-            self.fpm_latest_ms = float(ends[upto - 1])
-            self.decode_forwards += len(lengths) * k
-        if out.kv_events:
-            self._publish(out.kv_events)
-        for r in out.done:
-            self._ended(r)
-
-    def _catch_up(self) -> None:
-        """Settle every pass of a decode run in flight that ended by now (its last pass
-        is left to the process)."""
-        run = self._run
-        if run is not None:
-            upto = run.ended_by(self.env.now)
-            if upto > run.done:
-                self._commit_run(upto)
 
     def _publish(self, events: list) -> None:
         """KV events ``(pass end, kind, hash[, DP rank])``: kept for the result and sent on."""

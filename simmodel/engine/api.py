@@ -140,6 +140,10 @@ class Scheduler(Protocol):
         run of pure-decode passes, length >= 2; the decoders' total length).  Else None.
         Mutates nothing."""
 
+    def queue_shut(self) -> bool:
+        """No waiting request can join the batch before a running one completes (so a
+        decode run in flight stands when more requests arrive)."""
+
     def commit_decode_run(self, durations: np.ndarray, total: int, m: int, start: float,
                           pass_idx0: int, record_events: bool) -> RunOutcome:
         """Apply the first ``m`` passes of a run from ``decode_run`` (started at ``start``,

@@ -22,7 +22,8 @@ private method of another):
 * ``finish(plan, end_ms, pass_idx, first_tokens)``: a pass's emissions and completions by
   the backend's rules (``settle`` wraps it into a ``PassOutcome``);
 * ``waiting_blocked()``: whether the waiting queue is shut until a completion although
-  the batch has room (so a decode run may be coalesced while requests wait).
+  the batch has room (so a decode run may be coalesced while requests wait;
+  ``queue_shut`` adds the other reasons).
 """
 from __future__ import annotations
 
@@ -86,6 +87,11 @@ class SchedulerBase:
         """Requests wait and the batch has room, yet none can join it before a running
         request completes (so a run of decode passes may still be coalesced)."""
         return False
+
+    def queue_shut(self) -> bool:
+        """No waiting request can join the batch before a running one completes: none
+        waits, ``max_num_seqs`` is reached, or ``waiting_blocked``."""
+        return not self.waiting or len(self.running) >= self.max_seqs or self.waiting_blocked()
 
     def finish(self, plan: PassPlan, end_ms: float, pass_idx: int,
                first_tokens: list) -> list[EngineRequest]:
@@ -172,12 +178,15 @@ class SchedulerBase:
 
     # -- coalesced decode runs ---------------------------------------------------------------
     @staticmethod
-    def _run_span(running: list, max_passes: int) -> tuple[int, int]:
+    def _run_span(running: list, max_passes: int, decoding: bool = False) -> tuple[int, int]:
         """(passes until the first of ``running`` completes, at most ``max_passes``; the
-        decoders' total length)."""
+        decoders' total length); with ``decoding``, (0, 0) unless every one of them
+        decodes (has a token out and all but its newest computed)."""
         k = max_passes
         total = 0
         for r in running:
+            if decoding and (not r.generated or r.computed != r.seq_len - 1):
+                return 0, 0
             left = r.max_output - r.generated
             if left < k:
                 k = left

@@ -150,6 +150,9 @@ class DpScheduler:
     def decode_run(self, max_passes: int = 4096) -> None:
         return None
 
+    def queue_shut(self) -> bool:
+        return False                 # (no decode run to keep going)
+
     def commit_decode_run(self, durations, total: int, m: int, start: float,
                           pass_idx0: int, record_events: bool) -> RunOutcome:
         raise RuntimeError("attention DP ranks do not coalesce decode runs")

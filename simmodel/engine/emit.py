@@ -25,7 +25,11 @@ def emit(r: EngineRequest, b: int, end_ms: float, pass_idx: int, first_tokens: l
     else:
         if g0 == 1:
             r.second_token_ms = end_ms
-        _record_gaps(r, pass_idx, pass_idx, end_ms)
+        segs = r.segs
+        if r.last_pass == pass_idx - 1 and segs and segs[-1] == pass_idx - 1:
+            segs[-1] = pass_idx                # (the common case of _record_gaps)
+        else:
+            _record_gaps(r, pass_idx, pass_idx, end_ms)
     r.last_token_ms = end_ms
     r.last_pass = pass_idx
     return g >= r.max_output
@@ -38,6 +42,7 @@ def emit_run(running, m: int, pass_idx0: int, last_idx: int, first_end: float,
     timestamps and ITL bookkeeping.  Returns those that reached their output length, in
     ``running`` order."""
     finished = []
+    before = pass_idx0 - 1
     for r in running:
         g0 = r.generated
         g = g0 + m
@@ -45,7 +50,11 @@ def emit_run(running, m: int, pass_idx0: int, last_idx: int, first_end: float,
         r.seq_len += m
         if g0 == 1:
             r.second_token_ms = first_end
-        _record_gaps(r, pass_idx0, last_idx, first_end)
+        segs = r.segs
+        if r.last_pass == before and segs and segs[-1] == before:
+            segs[-1] = last_idx                # (the common case of _record_gaps)
+        else:
+            _record_gaps(r, pass_idx0, last_idx, first_end)
         r.last_token_ms = last_end
         r.last_pass = last_idx
         if g >= r.max_output:

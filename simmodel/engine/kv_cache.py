@@ -29,7 +29,8 @@ Pure Python, no SimPy.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from itertools import repeat
 
 STORED, REMOVED = 0, 1
 
@@ -115,13 +116,16 @@ class KvCache:
         self.free -= take
         rest = n - take
         if rest:
-            inactive = self.inactive
-            rec = self.record_events
-            for _ in range(rest):
-                k, _ = inactive.popitem(last=False)
-                gone = self._evicted(k) if self.copies else k
-                if rec and gone is not None:
-                    self.events.append((REMOVED, gone))
+            # the ``rest`` copies at the LRU head leave (popped in C)
+            evicted = map(self.inactive.popitem, repeat(False, rest))
+            if self.copies or self.record_events:
+                rec = self.record_events
+                for k, _ in list(evicted):
+                    gone = self._evicted(k) if self.copies else k
+                    if rec and gone is not None:
+                        self.events.append((REMOVED, gone))
+            else:
+                deque(evicted, 0)
         self.private += n
         return True
 
@@ -180,14 +184,13 @@ class KvCache:
         suffix-first into the LRU when their refcount reaches 0."""
         self.private -= n_private
         self.free += n_private
-        refs, inactive = self.refs, self.inactive
+        pop, refs, inactive = self.refs.pop, self.refs, self.inactive
         for h in reversed(cached):
-            c = refs[h] - 1
-            if c:
-                refs[h] = c
-            else:
-                del refs[h]
+            c = pop(h)                        # (one lookup for a last holder)
+            if c == 1:
                 inactive[h] = None
+            else:
+                refs[h] = c - 1
 
     def drain_events(self) -> list[tuple[int, int]]:
         ev = self.events

@@ -97,7 +97,7 @@ class SglangDecode:
         completes.  Nothing is mutated: ``commit_decode_run`` applies passes."""
         running = self.running
         n = len(running)
-        if n == 0 or not self.role.decodes or (self.waiting and n < self.max_seqs):
+        if n == 0 or not self.role.decodes or not self.queue_shut():
             return None
         k, total = self._run_span(running, max_passes)
         if k < 2:

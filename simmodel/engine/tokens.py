@@ -73,6 +73,13 @@ class TokenSequence:
                     parent = hash((parent, (ids[b // per], bs)))
                     append(parent)
                 return hashes
+        if b0 * bs >= plen and self.output_ids is None:
+            # Fast path: generated blocks only, whose ids are not modelled (``_content``)
+            uid, append = self.uid, hashes.append
+            for b in range(b0, n_blocks):
+                parent = hash((parent, (OUT, uid, b * bs - plen, bs)))
+                append(parent)
+            return hashes
         for b in range(b0, n_blocks):
             parent = hash((parent, self._content(b * bs, b * bs + bs)))
             hashes.append(parent)

@@ -32,25 +32,24 @@ class VllmDecodeRuns:
         """
         running = self.running
         n = len(running)
-        if n == 0 or n > self.max_batched or (
-                self.waiting and n < self.max_seqs and not self.waiting_blocked()):
+        if n == 0 or n > self.max_batched or not self.queue_shut():
             return None
         if self.mtp_rates:
             return None                        # bursts vary pass by pass
-        for r in running:
-            if not r.generated or r.computed != r.seq_len - 1:
-                return None
-        k, total = self._run_span(running, max_passes)
+        k, total = self._run_span(running, max_passes, decoding=True)
         if k < 2:
             return None
         bs = self.bs
         avail = self.kv.available
-        # Blocks the run needs: a decoder at computed c grows to c + k tokens.
-        need = 0
-        for r in running:
-            need += -(-(r.computed + k) // bs) - (len(r.cached) + r.n_private)
-        if need > avail:
-            return None
+        # Blocks the run needs: a decoder at computed c grows to c + k tokens.  It holds
+        # the blocks of its c tokens, so it needs at most ceil(k / bs) more: when that
+        # fits for all of them, so does the exact sum.
+        if n * -(-k // bs) > avail:
+            need = 0
+            for r in running:
+                need += -(-(r.computed + k) // bs) - (len(r.cached) + r.n_private)
+            if need > avail:
+                return None
         return self._run_durations(n, total, k)
 
     def commit_decode_run(self, durations: np.ndarray, total: int, m: int, start: float,
@@ -69,41 +68,41 @@ class VllmDecodeRuns:
         return self._run_outcome(running, m, pass_idx0, ends, total, kv_active, events)
 
     def _block_work(self, m: int) -> list:
-        """(pass j, running order, request) wherever a decoder crosses a block boundary
-        in the first ``m`` passes (a new block, or a full block to cache)."""
+        """(pass j, running order, computed at the run's start, request) wherever a
+        decoder crosses a block boundary in the first ``m`` passes (a new block, or a
+        full block to cache), in that order."""
         bs = self.bs
         work = []
+        append = work.append
         for order, r in enumerate(self.running):
             c = r.computed
             j = (-c) % bs                      # first j with (c + j) % bs == 0: new block
             while j < m:
-                work.append((j, order, r))
+                append((j, order, c, r))
                 j += bs
             j = (-(c + 1)) % bs                # first j with (c + j + 1) % bs == 0: block full
             while j < m:
-                work.append((j, order, r))
+                append((j, order, c, r))
                 j += bs
-        return work
+        work.sort()                            # (by (j, order): those pairs are unique
+        return work                            # but for one request's equal entries)
 
     def _grow_run(self, m: int, ends: np.ndarray, events: list | None) -> np.ndarray:
         """Grow the decoders' KV pass by pass; the active blocks after each pass (and the
         KV events, stamped with their pass end, into ``events``)."""
-        running = self.running
         work = self._block_work(m)
         kv_active = np.empty(m, dtype=np.int64)
         kv = self.kv
         last_j = 0
-        if work:
-            work.sort(key=lambda w: (w[0], w[1]))
-            base = {id(r): r.computed for r in running}
-            for j, _, r in work:
-                if j != last_j:
-                    kv_active[last_j:j] = kv.active_blocks
-                    if events is not None:
-                        for kind, h in kv.drain_events():
-                            events.append((float(ends[last_j + 1]), kind, h))
-                    last_j = j
-                self._grow(r, base[id(r)] + j + 1)
+        grow = self._grow
+        for j, _, c, r in work:
+            if j != last_j:
+                kv_active[last_j:j] = kv.active_blocks
+                if events is not None:
+                    for kind, h in kv.drain_events():
+                        events.append((float(ends[last_j + 1]), kind, h))
+                last_j = j
+            grow(r, c + j + 1)
         kv_active[last_j:] = kv.active_blocks
         if events is not None:
             for kind, h in kv.drain_events():

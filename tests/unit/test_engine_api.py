@@ -44,7 +44,7 @@ SCHEDULERS = {
 def test_the_protocol_declares_the_worker_and_handoff_operations():
     attrs, methods = protocol_members(Scheduler)
     assert methods == {"enqueue", "has_work", "cancel", "schedule", "settle", "decode_run",
-                       "commit_decode_run", "reserve", "unreserve", "activate",
+                       "queue_shut", "commit_decode_run", "reserve", "unreserve", "activate",
                        "release_source", "waiting_on_holds"}
     assert {"waiting", "running", "kv", "bs", "num_blocks", "held",
             "committed_prefill_tokens", "preemptions", "cache_hit_tokens",
