@@ -4,8 +4,9 @@ tables and the summary from it.
 ``snapshot`` is the one place that reads the cluster after the run: the request records,
 the turns never released, and per worker a ``WorkerRecord`` (its pass log as numpy
 columns, its provisioned interval, its scheduler's counters).  ``result`` computes
-everything from that snapshot (``simmodel.metrics.collect`` builds the DataFrames and ITL
-samples, ``simmodel.metrics.summary`` the summary), so no metric reads a live worker.
+everything from that snapshot (``simmodel.metrics.collect`` builds the tables, as numpy
+columns that become DataFrames when read, and the ITL samples; ``simmodel.metrics.summary``
+the summary), so no metric reads a live worker.
 ``stats_from_ms`` opens the statistics window later than 0 (a sweep's ``warmup_ms``):
 requests that arrived before it stay in ``Result.requests`` but are left out of every
 latency statistic, count and throughput, and throughputs are divided by the time from
@@ -15,17 +16,21 @@ covers the whole run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import pandas as pd
+import numpy as np
 
 from simmodel.cluster.planner import LIFECYCLE_COLUMNS
 from simmodel.config import Scenario
 from simmodel.engine.kv_cache import STORED
-from simmodel.metrics.collect import itl_samples, pass_durations, passes_frame, requests_frame
+from simmodel.metrics.collect import itl_samples, pass_durations, requests_table
 from simmodel.metrics.records import WorkerRecord
 from simmodel.metrics.summary import summarize
+from simmodel.metrics.tables import PassesTable
 from simmodel.result import Result
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,24 +82,25 @@ def worker_record(w) -> WorkerRecord:
         kv_events=list(w.kv_events))
 
 
-def sim_end_ms(scenario: Scenario, workers, requests: pd.DataFrame,
-               undispatched: int = 0) -> float:
+def sim_end_ms(scenario: Scenario, workers, requests, undispatched: int = 0) -> float:
     """When the simulated service ends (summary key ``service_end_ms``): the cut-off if
     ``max_sim_time_ms`` left work unfinished (a request incomplete, or ``undispatched``
     turns never released), else the last thing that happened (pass end of one of the
     ``workers``' WorkerRecords, arrival or rejection).  Provisioned workers are paid for
-    until then."""
+    until then.  ``requests``: a DataFrame or a ``RequestsTable``."""
     cut = scenario.run.max_sim_time_ms
-    if cut is not None and (undispatched or (requests.terminal_status == "incomplete").any()):
+    if cut is not None and (undispatched or np.any(np.asarray(
+            requests["terminal_status"] == "incomplete", dtype=bool))):
         return float(cut)
     last = 0.0
     for w in workers:
         if w.last_end_ms is not None:
             last = max(last, w.last_end_ms)
     for col in ("arrival_time_ms", "terminal_time_ms"):
-        m = requests[col].max()
-        if m == m:                       # not NaN
-            last = max(last, float(m))
+        times = np.asarray(requests[col], dtype=float)
+        times = times[~np.isnan(times)]
+        if times.size:
+            last = max(last, float(times.max()))
     return last
 
 
@@ -136,12 +142,12 @@ def result(scenario: Scenario, snap: RunSnapshot, wall_ms: float,
     cl = scenario.cluster
     dp, prefill_dp = ((cl.decode.engine.dp_size, cl.prefill.engine.dp_size) if cl.disaggregated
                       else (cl.engine.dp_size, 1))
-    requests = requests_frame(snap.requests, snap.cancelled, dp, prefill_dp)
+    requests = requests_table(snap.requests, snap.cancelled, dp, prefill_dp)
     in_window = snap.requests
     measured = requests
     if stats_from_ms > 0:
         in_window = [r for r in snap.requests if r.arrival_ms >= stats_from_ms]
-        measured = requests[requests["arrival_time_ms"] >= stats_from_ms]
+        measured = requests.where(requests["arrival_time_ms"] >= stats_from_ms)
     gaps, weights = itl_samples(in_window, pass_durations(snap.workers))
     end_ms = sim_end_ms(scenario, snap.all_workers, requests, snap.undispatched)
     workers = snap.all_workers
@@ -163,11 +169,9 @@ def result(scenario: Scenario, snap: RunSnapshot, wall_ms: float,
     if emissions:
         # speculative decoding: tokens per emitting request-pass (1 + accepted drafts)
         summary["mean_accept_length"] = sum(w.mtp_tokens for w in workers) / emissions
-    return Result(summary=summary, requests=requests, passes=passes_frame(workers),
+    return Result(summary=summary, requests=requests, passes=PassesTable(workers),
                   kv_events=kv_events_frame(workers) if scenario.run.record_kv_events else None,
-                  scenario=scenario,
-                  lifecycle=None if snap.lifecycle is None else pd.DataFrame(
-                      snap.lifecycle, columns=list(LIFECYCLE_COLUMNS)),
+                  scenario=scenario, lifecycle=_lifecycle_frame(snap.lifecycle),
                   telemetry=snap.telemetry)
 
 
@@ -175,15 +179,23 @@ def result(scenario: Scenario, snap: RunSnapshot, wall_ms: float,
 STATUSES = ("completed", "rejected", "cancelled", "timed_out", "failed", "incomplete")
 
 
-def fault_counts(requests: pd.DataFrame, failures: int) -> dict:
+def fault_counts(requests, failures: int) -> dict:
     """``<status>_requests`` for every terminal status (they add up to the requests
     table's rows), the retries sent, and the worker failures (docs/faults.md)."""
-    counts = requests["terminal_status"].value_counts()
-    out = {f"{s}_requests": int(counts.get(s, 0)) for s in STATUSES}
-    out["retried_requests"] = int((requests["attempts"] > 1).sum())
-    out["retries"] = int((requests["attempts"] - 1).clip(lower=0).sum())
+    status = np.asarray(requests["terminal_status"])
+    attempts = np.asarray(requests["attempts"])
+    out = {f"{s}_requests": int((status == s).sum()) for s in STATUSES}
+    out["retried_requests"] = int((attempts > 1).sum())
+    out["retries"] = int(np.maximum(attempts - 1, 0).sum())
     out["worker_failures"] = int(failures)
     return out
+
+
+def _lifecycle_frame(lifecycle: Optional[list]) -> Optional[pd.DataFrame]:
+    if lifecycle is None:
+        return None
+    import pandas as pd
+    return pd.DataFrame(lifecycle, columns=list(LIFECYCLE_COLUMNS))
 
 
 def cost(scenario: Scenario, snap: RunSnapshot, end_s: float) -> dict:
@@ -204,6 +216,7 @@ def cost(scenario: Scenario, snap: RunSnapshot, end_s: float) -> dict:
 
 def kv_events_frame(workers) -> pd.DataFrame:
     """The recorded KV events of all ``workers`` (WorkerRecords), by time then worker."""
+    import pandas as pd
     rows = [(t, w.pool, w.idx, "stored" if k == STORED else "removed", h)
             for w in workers for (t, k, h, *_) in w.kv_events]
     kv_events = pd.DataFrame(rows, columns=["time_ms", "pool", "worker", "kind", "block_hash"])

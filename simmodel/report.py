@@ -93,12 +93,10 @@ def _write_files(result: Result, folder: str, summary_only: bool = False) -> lis
         written.append(SCENARIO_FILE)
     if summary_only:
         return written
-    result.requests.to_parquet(os.path.join(folder, REQUESTS_FILE), index=False)
-    result.passes.to_parquet(os.path.join(folder, PASSES_FILE), index=False)
-    written += [REQUESTS_FILE, PASSES_FILE]
-    for name, attr in _OPTIONAL_TABLES:
-        table = getattr(result, attr)
-        if table is not None:
+    # a table not read yet is written from its columns (no DataFrame built)
+    for name, attr in ((REQUESTS_FILE, "requests"), (PASSES_FILE, "passes")) + _OPTIONAL_TABLES:
+        table = result.table(attr)
+        if table is not None or name in (REQUESTS_FILE, PASSES_FILE):
             table.to_parquet(os.path.join(folder, name), index=False)
             written.append(name)
     return written
@@ -204,7 +202,7 @@ def sla_verdict(summary: dict, sla) -> str:
     """``met`` / ``MISSED`` with each bound: p99 TTFT against ``ttft_ms``, p99 TPOT (each
     request's mean inter-token gap) against ``itl_ms``, p99 E2E against ``e2e_ms`` — the
     rule of a sweep's ``sla_met`` (``simmodel.capacity.stats``)."""
-    from simmodel.capacity.stats import sla_bounds
+    from simmodel.sla import sla_bounds
 
     parts, ok = [], True
     for key, bound in sla_bounds(sla, 99.0).items():

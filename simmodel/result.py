@@ -1,7 +1,8 @@
 """What a run returns: summary metrics and tidy tables.
 
 Imports no pandas (the DataFrames are only annotations here), so the simulation path can
-use the column lists without it."""
+use the column lists without it.  ``Result.requests`` / ``Result.passes`` may hold a
+``LazyTable`` (columns), built into its DataFrame when first read."""
 from __future__ import annotations
 
 import math
@@ -107,20 +108,61 @@ TELEMETRY_POOL_METRICS = (
 )
 
 
+class LazyTable:
+    """A table kept as columns until someone asks for it (``Result.requests``,
+    ``Result.passes``): ``frame()`` builds the DataFrame, once.  Writing a result reads
+    the columns directly (``simmodel.metrics.tables``), so ``simmodel run --out`` builds
+    no DataFrame (nor imports pandas)."""
+
+    def frame(self) -> pd.DataFrame:
+        raise NotImplementedError
+
+
+class _Table:
+    """A ``Result`` field holding a DataFrame or a ``LazyTable``, read as a DataFrame
+    (built on first access and kept).  ``Result.table(name)`` gives what is stored."""
+
+    def __init__(self, default=NotImplemented):
+        self.default = default
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            if self.default is NotImplemented:
+                raise AttributeError(self.slot)      # a required field (dataclasses)
+            return self.default
+        value = obj.__dict__[self.slot]
+        if isinstance(value, LazyTable):
+            value = obj.__dict__[self.slot] = value.frame()
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
+
+
 @dataclass
 class Result:
     """The outcome of ``simmodel.run``.
 
     ``summary`` uses the reference's key names (see docs/metrics.md); ``requests`` and
-    ``passes`` are DataFrames with ``REQUEST_COLUMNS`` / ``PASS_COLUMNS``; ``kv_events``
-    (time_ms, worker, kind, block_hash) only when ``run.record_kv_events`` is set.
+    ``passes`` are DataFrames with ``REQUEST_COLUMNS`` / ``PASS_COLUMNS`` (built when
+    first read); ``kv_events`` (time_ms, worker, kind, block_hash) only when
+    ``run.record_kv_events`` is set.
     """
 
     summary: dict
-    requests: pd.DataFrame
-    passes: pd.DataFrame
+    requests: pd.DataFrame = _Table()
+    passes: pd.DataFrame = _Table()
     kv_events: Optional[pd.DataFrame] = None
     scenario: object = None
     lifecycle: Optional[pd.DataFrame] = None   # worker transitions (scaling runs)
     telemetry: Optional[pd.DataFrame] = None   # periodic samples (``telemetry.interval_ms``)
     early_stopped: bool = False                # ``run(stop_when=...)`` ended it early
+
+    def table(self, name: str):
+        """The table ``name`` as stored: a DataFrame, a ``LazyTable`` not built yet, or
+        None."""
+        stored = self.__dict__
+        return stored["_" + name] if "_" + name in stored else getattr(self, name)

@@ -1,9 +1,8 @@
 """Verdicts and statistics over replications (pure pandas / numpy / scipy).
 
-* :func:`sla_target` turns an SLA into summary-key bounds: ``ttft_ms`` bounds
-  ``pNN_ttft_ms``, ``itl_ms`` bounds ``pNN_tpot_ms`` (a request's mean inter-token gap,
-  the same per-request ITL the goodput test uses) and ``e2e_ms`` bounds
-  ``pNN_e2e_latency_ms``, ``NN`` being the sweep's ``sla_percentile`` (default 99).
+* :func:`sla_target` (from ``simmodel.sla``) turns an SLA into summary-key bounds:
+  ``ttft_ms`` bounds ``pNN_ttft_ms``, ``itl_ms`` bounds ``pNN_tpot_ms`` and ``e2e_ms``
+  bounds ``pNN_e2e_latency_ms``, ``NN`` being the sweep's ``sla_percentile`` (default 99).
 * :func:`met` judges one row (a run, or a point's means) against such bounds.
 * :func:`summarize_points` gives one row per point: ``n`` (runs with status ok) and, for
   every numeric summary key K, ``K_mean``, ``K_std`` (sample standard deviation, n-1),
@@ -18,30 +17,11 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-#: ``sla_percentile`` -> the summary-key prefix of that statistic.
-PERCENTILE_PREFIX = {50.0: "median", 75.0: "p75", 90.0: "p90", 95.0: "p95", 99.0: "p99",
-                     100.0: "max"}
-_SLA_METRICS = (("ttft_ms", "ttft"), ("itl_ms", "tpot"), ("e2e_ms", "e2e_latency"))
+from simmodel.sla import PERCENTILE_PREFIX, sla_bounds, sla_target  # noqa: F401
+
 #: Row columns that are not summary statistics.
 NON_STAT_COLUMNS = ("point", "label", "replication", "seed", "wall_s", "status", "error",
                     "sla_met", "key", "order", "value")
-
-
-def sla_target(sla: Optional[dict], percentile: float) -> dict:
-    """Summary-key bounds equivalent to ``sla`` at ``percentile`` ({} without an SLA)."""
-    if not sla:
-        return {}
-    prefix = PERCENTILE_PREFIX[float(percentile)]
-    return {f"{prefix}_{stem}_ms": {"max": float(sla[key])}
-            for key, stem in _SLA_METRICS if sla.get(key) is not None}
-
-
-def sla_bounds(sla, percentile: float) -> dict:
-    """``sla_target`` of an ``SlaConfig`` ({} when no threshold is set)."""
-    if not sla.is_set:
-        return {}
-    return sla_target({k: getattr(sla, k) for k in ("ttft_ms", "itl_ms", "e2e_ms")},
-                      percentile)
 
 
 def point_target(scenario, percentile: float) -> dict:

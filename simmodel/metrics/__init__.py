@@ -1,8 +1,10 @@
-"""Metrics: pure pandas/numpy over the collector's tables (see docs/metrics.md).
+"""Metrics: pure numpy over the collector's tables (see docs/metrics.md).
 
-``passlog`` and ``records`` (numpy only) are used while the simulation runs; ``collect``
-and ``summary`` (pandas) only once it is over.  So the names below are loaded from
-``summary`` on first use (PEP 562), and a worker's ``PassLog`` does not import pandas.
+``passlog`` and ``records`` (numpy only) are used while the simulation runs; ``collect``,
+``tables``, ``columns``, ``summary`` (numpy) and ``parquet`` (pyarrow) only once it is
+over, and pandas only when a table is read as a DataFrame.  So the names below are
+loaded from ``summary`` on first use (PEP 562), and a worker's ``PassLog`` imports
+neither pandas nor pyarrow.
 """
 __all__ = ["GOODPUT_KEYS", "SUMMARY_KEYS", "percentile_index", "summarize", "weighted_stats"]
 

@@ -2,7 +2,8 @@
 
 The hot path only appended tuples (pass log) and set fields on request records; when the
 run ends they are taken as plain records (``simmodel.metrics.records``) and here become
-DataFrames with the columns declared in ``simmodel.result``.  Nothing here reads a live
+tables with the columns declared in ``simmodel.result`` (``simmodel.metrics.tables``:
+DataFrames when read).  Nothing here reads a live
 worker: pass logs arrive as ``WorkerRecord``s.
 
 ITL samples are rebuilt without a per-token list: a request's gap to a token emitted in
@@ -18,43 +19,68 @@ from dataclasses import fields
 from operator import attrgetter
 
 import numpy as np
-import pandas as pd
 
 from simmodel.metrics.records import WorkerRecord, request_record, unreleased_record
-from simmodel.result import PASS_COLUMNS, REQUEST_COLUMNS, RequestRecord
+from simmodel.metrics.tables import PassesTable, RequestsTable
+from simmodel.result import REQUEST_COLUMNS, RequestRecord
 
 #: (column, getter, numeric) per field of ``RequestRecord``, in column order
 _COLUMNS = tuple((f.name, attrgetter(f.name), f.type in ("int", "float", int, float))
                  for f in fields(RequestRecord))
 #: the dtypes pandas infers for a numeric column of Python ints / floats (NaN included)
 _NUMERIC = (np.dtype(np.int64), np.dtype(np.float64))
+#: requests whose records are held at once (a long run has hundreds of thousands)
+_CHUNK = 16384
 
 
-def requests_frame(requests, unreleased, dp_size: int = 1,
-                   prefill_dp: int = 1) -> pd.DataFrame:
+def requests_table(requests, unreleased, dp_size: int = 1,
+                   prefill_dp: int = 1) -> RequestsTable:
     """``requests``: EngineRequests in release order; ``unreleased``: (turn, status) of
     workload turns that never reached the cluster (cut short: ``incomplete``; left behind
     by a cancelled turn: ``cancelled``).  With attention DP the worker index is reported
     as ``worker × dp_size + rank`` (a prefill worker's with ``prefill_dp``)."""
-    records = [request_record(r, dp_size, prefill_dp) for r in requests]
-    records.extend(unreleased_record(t, status) for t, status in unreleased)
-    return records_frame(records)
+    parts = [records_table([request_record(r, dp_size, prefill_dp)
+                            for r in requests[i:i + _CHUNK]])
+             for i in range(0, len(requests), _CHUNK)]      # a chunk's records at a time
+    parts.append(records_table([unreleased_record(t, status) for t, status in unreleased]))
+    return _concat(parts)
 
 
-def records_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
-    """``Result.requests`` from its rows (columns ``REQUEST_COLUMNS``), built by column.
+def _concat(parts: list[RequestsTable]) -> RequestsTable:
+    """The rows of ``parts`` in order, with the dtypes ``records_table`` gives all their
+    rows at once: a numeric column stays an array if it is one in every part (float64 if
+    it is in one), else it is a list (of the parts' values)."""
+    parts = [p for p in parts if p.n] or parts[:1]
+    if len(parts) == 1:
+        return parts[0]
+    data = {}
+    for name in REQUEST_COLUMNS:
+        pieces = [p.columns[name] for p in parts]
+        if all(isinstance(v, np.ndarray) for v in pieces):
+            data[name] = np.concatenate(pieces)
+        else:
+            data[name] = [x for v in pieces
+                          for x in (v.tolist() if isinstance(v, np.ndarray) else v)]
+    return RequestsTable(data, sum(p.n for p in parts))
+
+
+def requests_frame(requests, unreleased, dp_size: int = 1, prefill_dp: int = 1):
+    """``Result.requests`` (the DataFrame of ``requests_table``)."""
+    return requests_table(requests, unreleased, dp_size, prefill_dp).frame()
+
+
+def records_table(records: Sequence[RequestRecord]) -> RequestsTable:
+    """The requests table of its rows (columns ``REQUEST_COLUMNS``), by column.
 
     The dtypes are those ``pd.DataFrame.from_records`` would infer from the values, but
     a numeric column is converted by numpy in one call (int64 if every value is an int,
     else float64), which skips pandas' per-object inference (the bulk of the cost); a
     column numpy would type otherwise (``None`` in it, say) is left to pandas."""
-    if not records:
-        return pd.DataFrame.from_records([], columns=list(REQUEST_COLUMNS))
     n = len(records)
     data = {}
     for name, get, numeric in _COLUMNS:
         values = list(map(get, records))
-        if numeric:
+        if numeric and n:
             first = values[0]
             if type(first) is float and values.count(first) == n:
                 # one float throughout (a default: the lifecycle of aggregated runs); ints
@@ -65,27 +91,38 @@ def records_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
             if arr.dtype in _NUMERIC:
                 values = arr
         data[name] = values
-    return pd.DataFrame(data)
+    return RequestsTable(data, n)
 
 
-def passes_frame(workers: Iterable[WorkerRecord]) -> pd.DataFrame:
-    """``Result.passes``: every worker's passes, worker by worker in the given order.
-    Built column by column (one copy of each column: a long run logs millions of passes)."""
-    workers = [w for w in workers if w.num_passes]
-    if not workers:
-        return pd.DataFrame(columns=list(PASS_COLUMNS))
-    counts = [w.num_passes for w in workers]
-    data = {"pool": np.repeat(np.array([w.pool for w in workers], dtype=object), counts),
-            "worker": np.repeat(np.array([w.idx for w in workers], dtype=np.int64), counts)}
-    for name in workers[0].passes:
-        data[name] = np.concatenate([w.passes[name] for w in workers])
-    return pd.DataFrame(data, copy=False)
+def records_frame(records: Sequence[RequestRecord]):
+    """``Result.requests`` from its rows (the DataFrame of ``records_table``)."""
+    return records_table(records).frame()
 
 
-def pass_durations(workers: Iterable[WorkerRecord]) -> dict[int, np.ndarray]:
+def passes_frame(workers: Iterable[WorkerRecord]):
+    """``Result.passes``: every worker's passes, worker by worker in the given order."""
+    return PassesTable(workers).frame()
+
+
+def pass_durations(workers: Iterable[WorkerRecord]) -> Mapping[int, np.ndarray]:
     """Worker idx -> the durations of its passes (ms, in pass order), for ``itl_samples``;
-    ``workers``: one pool (the pool the requests decoded in)."""
-    return {w.idx: w.durations_ms for w in workers if w.num_passes}
+    ``workers``: one pool (the pool the requests decoded in).  Computed when looked up
+    (one worker's at a time: a long run logs millions of passes)."""
+    return _Durations({w.idx: w for w in workers if w.num_passes})
+
+
+class _Durations(Mapping):
+    def __init__(self, workers: dict):
+        self.workers = workers
+
+    def __getitem__(self, idx: int) -> np.ndarray:
+        return self.workers[idx].durations_ms
+
+    def __iter__(self):
+        return iter(self.workers)
+
+    def __len__(self) -> int:
+        return len(self.workers)
 
 
 def itl_samples(requests, durations: Mapping[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

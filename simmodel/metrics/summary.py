@@ -1,8 +1,9 @@
 """The run summary: per-request records and pooled ITL samples in, one flat dict out.
 
-Pure pandas/numpy, no SimPy.  Every key is the reference's (``dynamo-mocker`` §8) and is
-defined, with its formula, in ``docs/metrics.md``; this module is the executable form of
-that glossary.
+Pure numpy, no SimPy: the requests arrive as a DataFrame or as the columns of a
+``simmodel.metrics.tables.RequestsTable`` (a run's own summary needs no pandas).  Every
+key is the reference's (``dynamo-mocker`` §8) and is defined, with its formula, in
+``docs/metrics.md``; this module is the executable form of that glossary.
 
 Only requests whose ``terminal_status`` is ``"completed"`` enter the statistics: rejected
 requests and those still running when the simulation stopped are excluded (the arrival
@@ -27,9 +28,10 @@ import math
 from typing import Optional
 
 import numpy as np
-import pandas as pd
 
 from simmodel.config import SlaConfig
+from simmodel.metrics.columns import Rows, floats, int_sum
+from simmodel.result import LazyTable
 
 #: (key prefix, percentile) of the reported percentiles, in report order.
 PERCENTILES = (("median", 50), ("p75", 75), ("p90", 90), ("p95", 95), ("p99", 99))
@@ -133,9 +135,10 @@ def weighted_stats(values, weights=None) -> dict[str, Optional[float]]:
                                                      & (w_raw == np.floor(w_raw))))
         if bad:
             raise ValueError("weights must be non-negative integers")
-        w = w_raw.astype(np.int64)
+        w = w_raw.astype(np.int64, copy=False)
         keep = w > 0
-        v, w = v[keep], w[keep]
+        if not keep.all():
+            v, w = v[keep], w[keep]
     if v.size == 0:
         return {name: None for name in STAT_NAMES}
     if not np.all(np.isfinite(v)):
@@ -143,12 +146,19 @@ def weighted_stats(values, weights=None) -> dict[str, Optional[float]]:
 
     order = np.argsort(v, kind="stable")
     v, w = v[order], w[order]
+    del order                   # (a long run has millions of ITL samples: few copies)
     cum = np.cumsum(w)
     total = int(cum[-1])
+    w = w.astype(float)
     # np.sum (pairwise), not np.dot: a BLAS dot product's rounding depends on its thread
     # count, and the same run must give the same bits on every executor.
-    mean = float(np.sum(w.astype(float) * v) / total)
-    var = float(np.sum(w.astype(float) * (v - mean) ** 2) / total)
+    terms = w * v
+    mean = float(np.sum(terms) / total)
+    np.subtract(v, mean, out=terms)
+    np.multiply(terms, terms, out=terms)         # (v - mean) ** 2
+    np.multiply(w, terms, out=terms)
+    var = float(np.sum(terms) / total)
+    del terms, w
 
     stats: dict[str, Optional[float]] = {
         "mean": mean,
@@ -171,16 +181,11 @@ def _ratio(numerator: float, denominator: float) -> float:
     return float(numerator / denominator) if denominator > 0 else 0.0
 
 
-def _floats(series: pd.Series) -> np.ndarray:
-    """A numeric column as float64, missing values (NaN, None, pd.NA) as NaN."""
-    return pd.to_numeric(series).to_numpy(dtype=float, na_value=np.nan)
-
-
-def _good_mask(done: pd.DataFrame, sla: SlaConfig) -> np.ndarray:
+def _good_mask(done: Rows, sla: SlaConfig) -> np.ndarray:
     """Completed requests meeting every SLA threshold that is set (NaN never meets one)."""
-    ttft = _floats(done["ttft_ms"])
-    e2e = _floats(done["e2e_latency_ms"])
-    n = _floats(done["output_length"])
+    ttft = floats(done["ttft_ms"])
+    e2e = floats(done["e2e_latency_ms"])
+    n = floats(done["output_length"])
     good = np.ones(len(done), dtype=bool)
     if sla.ttft_ms is not None:
         good &= ttft <= sla.ttft_ms
@@ -194,21 +199,13 @@ def _good_mask(done: pd.DataFrame, sla: SlaConfig) -> np.ndarray:
     return good
 
 
-def _samples(done: pd.DataFrame, column: str) -> np.ndarray:
+def _samples(done: Rows, column: str) -> np.ndarray:
     """The non-NaN values of ``column`` over the completed requests."""
-    col = _floats(done[column])
+    col = floats(done[column])
     return col[~np.isnan(col)]
 
 
-def _int_sum(series: pd.Series) -> int:
-    """Sum of a token-count column as a Python int (exact for integer dtypes)."""
-    if not len(series):
-        return 0
-    total = pd.to_numeric(series).sum()
-    return int(total) if isinstance(total, (int, np.integer)) else int(round(float(total)))
-
-
-def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.ndarray, *,
+def summarize(requests, itl_gaps_ms: np.ndarray, itl_weights: np.ndarray, *,
               num_requests: int, committed_prefill_tokens: int,
               decode_worker_seconds: float, prefill_worker_seconds: float,
               decode_gpus_per_worker: int, prefill_gpus_per_worker: int,
@@ -224,7 +221,7 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
     the last completion instead of from 0 (a warm-up left out of the statistics).
     """
     gaps, weights = _checked_inputs(requests, itl_gaps_ms, itl_weights)
-    done = requests[requests["terminal_status"] == "completed"]
+    done = Rows(requests, np.asarray(requests["terminal_status"] == "completed", dtype=bool))
     end_times = _samples(done, "terminal_time_ms")
     duration_ms = max(0.0, float(end_times.max()) - window_start_ms) if end_times.size else 0.0
     samples = {metric: (_samples(done, f"{metric}_ms"), None) for metric in LATENCY_METRICS
@@ -238,16 +235,21 @@ def summarize(requests: pd.DataFrame, itl_gaps_ms: np.ndarray, itl_weights: np.n
                                  float(wall_time_ms)))
     out.update({f"num_{m}_samples": int(samples[m][0].size)
                 for m in ("ttft", "tpot", "e2e_latency")})
-    out.update(_latency_stats(samples, requests if trajectories else None))
+    out.update(_latency_stats(samples, _frame(requests) if trajectories else None))
     out.update(_per_user_throughput(gaps, weights))
     if sla.is_set:
         out.update(_goodput(done, sla, duration_ms))
     return out
 
 
-def _checked_inputs(requests: pd.DataFrame, itl_gaps_ms, itl_weights):
+def _frame(requests):
+    """``requests`` as a DataFrame."""
+    return requests.frame() if isinstance(requests, LazyTable) else requests
+
+
+def _checked_inputs(requests, itl_gaps_ms, itl_weights):
     """The ITL samples as flat arrays, after checking them and the request columns."""
-    missing = [c for c in _REQUIRED_COLUMNS if c not in requests.columns]
+    missing = [c for c in _REQUIRED_COLUMNS if c not in requests]
     if missing:
         raise ValueError(f"requests is missing columns: {', '.join(missing)}")
     gaps = np.asarray(itl_gaps_ms, dtype=float).ravel()
@@ -259,13 +261,13 @@ def _checked_inputs(requests: pd.DataFrame, itl_gaps_ms, itl_weights):
     return gaps, weights
 
 
-def _totals(done: pd.DataFrame, duration_ms: float, wall_time_ms: float,
+def _totals(done: Rows, duration_ms: float, wall_time_ms: float,
             num_requests: int, committed_prefill_tokens: int) -> dict:
     """Counts, token totals, durations and throughputs (``kv_eviction_policy`` …
     ``total_throughput_tok_s``)."""
     completed = int(len(done))
-    total_in = _int_sum(done["input_length"])
-    total_out = _int_sum(done["output_length"])
+    total_in = int_sum(done["input_length"])
+    total_out = int_sum(done["output_length"])
     return {
         "kv_eviction_policy": "lru",
         "committed_prefill_tokens": int(committed_prefill_tokens),
@@ -298,7 +300,7 @@ def _cost(decode_worker_seconds: float, prefill_worker_seconds: float,
     }
 
 
-def _tokens_and_reuse(done: pd.DataFrame, total_in: int, total_out: int,
+def _tokens_and_reuse(done: Rows, total_in: int, total_out: int,
                       wall_time_ms: float) -> dict:
     """Tokens processed per wall-clock second and the prefix-cache reuse ratios."""
     return {
@@ -306,15 +308,15 @@ def _tokens_and_reuse(done: pd.DataFrame, total_in: int, total_out: int,
         "processed_tokens_per_s": _per_second(total_in + total_out, wall_time_ms),
         "processed_output_tokens_per_s": _per_second(total_out, wall_time_ms),
         # as the reference: every cache hit, generated tokens a re-admission found included
-        "prefix_cache_reused_ratio": _ratio(_int_sum(done["reused_input_tokens"]) + (
-            _int_sum(done["reused_generated_tokens"].fillna(0))
+        "prefix_cache_reused_ratio": _ratio(int_sum(done["reused_input_tokens"]) + (
+            int_sum(done["reused_generated_tokens"])
             if "reused_generated_tokens" in done else 0), total_in),
         "first_admission_prefix_cache_reused_ratio": _ratio(
-            _int_sum(done["first_admission_reused_input_tokens"]), total_in),
+            int_sum(done["first_admission_reused_input_tokens"]), total_in),
     }
 
 
-def _latency_stats(samples: dict, trajectory_requests: Optional[pd.DataFrame]) -> dict:
+def _latency_stats(samples: dict, trajectory_requests) -> dict:
     """The nine statistics of each of ``LATENCY_METRICS`` (``samples[metric]``: values,
     weights); the trajectory keys of ``trajectory_requests``, if given, go before the
     E2E latency's (where the reference puts them)."""
@@ -334,11 +336,11 @@ def _per_user_throughput(gaps: np.ndarray, weights: np.ndarray) -> dict:
     return {f"{stat}_{PER_USER_THROUGHPUT}": _or_zero(stats[stat]) for stat in STAT_NAMES}
 
 
-def _goodput(done: pd.DataFrame, sla: SlaConfig, duration_ms: float) -> dict:
+def _goodput(done: Rows, sla: SlaConfig, duration_ms: float) -> dict:
     """``GOODPUT_KEYS``: the completed requests meeting the SLA, and their throughputs."""
     good = _good_mask(done, sla)
     good_count = int(good.sum())
-    good_out = _int_sum(done["output_length"][good])
+    good_out = int_sum(done["output_length"][good])
     return {
         "goodput_completed_requests": good_count,
         "goodput_request_throughput_rps": _per_second(good_count, duration_ms),
@@ -351,7 +353,7 @@ def _or_zero(x: Optional[float]) -> float:
     return 0.0 if x is None else x
 
 
-def trajectory_summary(requests: pd.DataFrame) -> dict:
+def trajectory_summary(requests) -> dict:
     """Agentic trajectories (plays): how many there are, how many completed (every node
     completed), and the E2E latency of completed ones: last token of the play minus the
     first arrival in it.  Keys as the reference's (including its extra ``p50_``)."""

@@ -1,4 +1,4 @@
-"""The run loop's watchdog (simmodel.sim.Watchdog): a spinning run stops with one line.
+"""The run loop's watchdog (simmodel.run_loop.Watchdog): a spinning run stops with one line.
 
 A test-only SimPy process spins (zero-delay timeouts forever, or timeouts of 1e-9 ms); the
 watchdog must stop the run with a ``UserError`` naming the cause and the process, in
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 import simmodel
-from simmodel import finish, sim
+from simmodel import finish, run_loop, sim
 from simmodel.cli import main
 from simmodel.errors import UserError
 from simmodel.rng import Streams
@@ -73,7 +73,7 @@ def test_cli_exit_2(scenario, monkeypatch, capsys):
         cl.env.process(spin(cl.env))
         return cl
     monkeypatch.setattr(sim, "build", build_with_spinner)
-    monkeypatch.setattr(sim, "WATCHDOG_EVENTS", 10_000)
+    monkeypatch.setattr(run_loop, "WATCHDOG_EVENTS", 10_000)
     assert main(["run", scenario[1]]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "watchdog:" in err[0] and "'spin'" in err[0]
@@ -89,7 +89,7 @@ def test_zero_duration_passes_are_progress(tmp_path, monkeypatch):
                  "decode_ms: 0}, max_num_seqs: 4}}\n")
     # a window of 50 + 10 per request and worker: just over the start-up burst (one
     # process start per session at t=0, before any request is released)
-    monkeypatch.setattr(sim, "WATCHDOG_EVENTS", 50)
+    monkeypatch.setattr(run_loop, "WATCHDOG_EVENTS", 50)
     res = simmodel.run(simmodel.load_scenario(str(p)))
     assert res.summary["completed_requests"] == 300
     assert res.summary["duration_ms"] == 0.0
