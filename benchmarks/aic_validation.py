@@ -1,7 +1,7 @@
 """How right the aic timing model's pass times are (benchmarks/README.md, "aic timing").
 
     python benchmarks/aic_validation.py [--scenario S.yaml] [--minutes 10]
-                                        [--measured-dir ../shared/measured]
+                                        [--measured-dir benchmarks/measured]
 
 1. **Per pass, against direct library calls.**  The scenario (default
    ``scenarios/aic_llama8b_h200.yaml``, its first ``--minutes`` simulated minutes) runs with
@@ -192,7 +192,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default=str(ROOT / "scenarios/aic_llama8b_h200.yaml"))
     ap.add_argument("--minutes", type=float, default=10.0)
-    ap.add_argument("--measured-dir", type=Path, default=ROOT.parent / "shared/measured")
+    ap.add_argument("--measured-dir", type=Path, default=ROOT / "benchmarks" / "measured")
     args = ap.parse_args(argv)
     print(f"buckets: exact below {aic_timing.EXACT_BELOW}, "
           f"{2 ** aic_timing.STEP_BITS} steps per octave above")

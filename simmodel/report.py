@@ -182,7 +182,13 @@ def format_summary(summary: dict, sla=None) -> str:
         ("gpu_hours", _fmt(summary.get("gpu_hours"), ".6g")),
     ]
     # aic timing: the sizes it derived (``auto``) and the energy of the passes
-    rows += [(key, _fmt(summary[key], spec)) for key, spec in _AIC_ROWS if key in summary]
+    if "energy_kwh" in summary:
+        rows += [(key, _fmt(summary[key], spec)) for key, spec in _AIC_ROWS if key in summary]
+    if "worker_failures" in summary:          # faults or client timeouts (docs/faults.md)
+        rows.append(("faults", f"{summary['worker_failures']} worker failures, "
+                     f"{summary['retried_requests']} requests retried, "
+                     f"{summary['failed_requests']} failed, "
+                     f"{summary['timed_out_requests']} timed out"))
     if any(k.startswith("goodput_") for k in summary):
         rows += [
             ("goodput requests", _fmt(summary.get("goodput_completed_requests"), "d")),

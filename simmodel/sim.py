@@ -15,15 +15,13 @@ from functools import partial
 
 import simpy
 
-from simmodel.cluster.disagg import Handoff
 from simmodel.cluster.driver import Driver
 from simmodel.cluster.phases import BatchFormation, PhasedEnvironment
 from simmodel.cluster.planner import Planner, ScalablePool
-from simmodel.cluster.roles import DecodeWorker, PrefillWorker
 from simmodel.cluster.routing import make_pool_routers, make_router
 from simmodel.cluster.worker import Worker
 from simmodel.config import ConfigError, Scenario
-from simmodel.engine import aic_scenario
+from simmodel.config.scenario import uses_aic
 from simmodel.engine.factory import make_scheduler
 from simmodel.engine.limits import never_runs
 from simmodel.engine.timing import make_timing
@@ -86,8 +84,9 @@ def build(scenario: Scenario, streams: Streams, workload: Workload | None = None
     build_pools = _build_disaggregated if cl.disaggregated else _build_aggregated
     cluster = build_pools(scenario, env, workload, streams, concurrency, record,
                           scaling_policy)
-    from simmodel.cluster.faults import install
-    install(cluster, scenario, streams)
+    if scenario.faults or scenario.workload.client_timeout_ms is not None:
+        from simmodel.cluster.faults import install      # (only when asked: start-up)
+        install(cluster, scenario, streams)
     return cluster
 
 
@@ -163,10 +162,11 @@ def _start_planner(env, policy, pools: dict, driver: Driver) -> Planner:
     return planner
 
 
-def _handoff(cl, env, prefill_workers: list, decode_workers: list, streams) -> Handoff:
+def _handoff(cl, env, prefill_workers: list, decode_workers: list, streams):
     """The handoff between the pools with their routers, in the backend's order: SGLang
     reserves the destination at arrival (reference §6), vLLM and TRT-LLM once the source
     is held."""
+    from simmodel.cluster.disagg import Handoff     # (aggregated runs never load it)
     routers = make_pool_routers(cl.router, env, prefill_workers, decode_workers,
                                 block_size=cl.prefill.engine.effective_block_size,
                                 prefill_budget=cl.prefill.engine.max_num_batched_tokens,
@@ -182,6 +182,7 @@ def _handoff(cl, env, prefill_workers: list, decode_workers: list, streams) -> H
 def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
                          scaling_policy=None) -> Cluster:
     """Prefill pool + decode pool behind the handoff (round robin per pool)."""
+    from simmodel.cluster.roles import DecodeWorker, PrefillWorker
     cl = scenario.cluster
     prefill_workers: list[Worker] = []
     decode_workers: list[Worker] = []
@@ -256,7 +257,10 @@ def run(scenario: Scenario, *, seed: int | None = None,
     if seed is not None:
         scenario = dataclasses.replace(scenario, seed=seed)
     t0 = time.perf_counter()
-    scenario, derived = aic_scenario.prepare(scenario)   # aic timing: its checks and sizes
+    aic = uses_aic(scenario)
+    if aic:                         # aic timing: its checks and sizes (the library, lazily)
+        from simmodel.engine import aic_scenario
+        scenario, derived = aic_scenario.prepare(scenario)
     if scaling_policy is None:
         from simmodel.cluster.policies import make_policy
         scaling_policy = make_policy(scenario)      # the scenario's ``planner:``, if any
@@ -281,7 +285,7 @@ def run(scenario: Scenario, *, seed: int | None = None,
         gc.collect()
     out = result(scenario, snap, wall_ms, stats_from_ms)
     out.early_stopped = stopped
-    if aic_scenario.uses_aic(scenario):
+    if aic:
         out.summary.update(derived, **aic_scenario.energy(scenario, out.passes))
     return out
 

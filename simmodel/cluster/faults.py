@@ -35,7 +35,7 @@ class Faults:
     """The fault processes of one run."""
 
     def __init__(self, env, faults: tuple, pools: dict, *, rng, recovery, new_scheduler,
-                 topology: dict, lifecycle: list, done):
+                 topology: dict, lifecycle: list, done, scaling: bool = False):
         self.env = env
         self.faults = tuple(f for f in faults if not f.is_noop)
         self.pools = pools                   # pool name (agg | prefill | decode) -> workers
@@ -45,7 +45,10 @@ class Faults:
         self.topology = topology             # pool name -> callable(): routers re-check
         self.lifecycle = lifecycle           # rows of LIFECYCLE_COLUMNS
         self.done = done                     # callable() -> the workload is done
+        self.scaling = scaling               # a planner may add workers to a pool
         self.failures = 0
+        self._for_good: set = set()          # ids of workers down with no repair to come
+        self.halted = False                  # a pool is empty for good: random faults stop
 
     def start(self) -> None:
         for f in self.faults:
@@ -72,20 +75,35 @@ class Faults:
             picks = sorted(self.rng.choice(len(up), size=k, replace=False).tolist())
             chosen = [up[i] for i in picks]
         for w in chosen:
-            if self.fail(w) and f.repair_ms is not None:
+            if not self.fail(w):
+                continue
+            if f.repair_ms is None:
+                self._down_for_good(w)
+            else:
                 ev = event_at(self.env, f.repair_ms, Phase.WORKER_READY)
                 ev.callbacks.append(lambda _e, w=w: self.repair(w))
+
+    def _down_for_good(self, w) -> None:
+        """``w`` will not come back.  Once a pool has no worker that will (and no planner
+        can add one), nothing more can be served: random faults stop, so that the run
+        ends (its unfinished requests then end ``failed``, ``Recovery.strand``)."""
+        self._for_good.add(id(w))
+        if self.scaling:
+            return
+        if all(x.state == "removed" or id(x) in self._for_good for x in self.pools[w.pool]):
+            self.halted = True
 
     def _random(self, f, w):
         env, rng = self.env, self.rng
         while True:
             yield event_at(env, float(rng.exponential(f.mtbf_s * 1000.0)), Phase.FAULT)
-            if self.done() or w.state in ("removed", "failed"):
+            # (a worker down for another fault, or gone, stops failing at random)
+            if self.done() or self.halted or w.state in ("removed", "failed"):
                 return
             if not self.fail(w):
                 return
             yield event_at(env, float(rng.exponential(f.mttr_s * 1000.0)), Phase.WORKER_READY)
-            if w.state != "failed":
+            if self.halted or w.state != "failed":
                 return
             self.repair(w)
 
@@ -113,6 +131,7 @@ class Faults:
             w.state = "removed"
             w.removed_ms = self.env.now
             self._record(w, "worker_removed", "failed", "removed")
+            self._down_for_good(w)
         self.recovery.worker_failed(w, lost)
         self.topology[w.pool]()
         return True
@@ -161,7 +180,8 @@ def install(cluster, scenario, streams) -> None:
     cluster.faults = Faults(cluster.env, faults, pools, rng=streams["faults"],
                             recovery=recovery, new_scheduler=_schedulers(scenario, router),
                             topology=topology, done=driver.workload_done,
-                            lifecycle=planner.lifecycle if planner else cluster.lifecycle)
+                            lifecycle=planner.lifecycle if planner else cluster.lifecycle,
+                            scaling=planner is not None)
     cluster.faults.start()
 
 

@@ -53,6 +53,13 @@ class Scenario:
         check_faults(tuple(self.faults), cl.disaggregated, sizes)
 
 
+def uses_aic(scenario: "Scenario") -> bool:
+    """Whether a pool of ``scenario`` costs its passes with the aic timing model."""
+    cl = scenario.cluster
+    engines = (cl.prefill.engine, cl.decode.engine) if cl.disaggregated else (cl.engine,)
+    return any(e.aic for e in engines)
+
+
 def check_scenario(workload: WorkloadConfig, cluster: ClusterConfig) -> None:
     """Raise a ``ConfigError`` (keyed from the scenario's top level) for a combination of
     sections the simulator does not support, first problem first."""

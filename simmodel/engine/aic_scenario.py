@@ -25,6 +25,7 @@ import numpy as np
 
 from simmodel.config import ConfigError, EngineConfig, Scenario
 from simmodel.config.engine import AUTO
+from simmodel.config.scenario import uses_aic
 from simmodel.errors import UserError
 
 
@@ -35,10 +36,6 @@ def _engines(scenario: Scenario) -> dict:
         return {"cluster.prefill.engine": ("prefill_", cl.prefill.engine),
                 "cluster.decode.engine": ("decode_", cl.decode.engine)}
     return {"cluster.engine": ("", cl.engine)}
-
-
-def uses_aic(scenario: Scenario) -> bool:
-    return any(eng.aic for _, eng in _engines(scenario).values())
 
 
 def prepare(scenario: Scenario) -> tuple[Scenario, dict]:

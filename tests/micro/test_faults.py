@@ -265,3 +265,17 @@ def test_random_faults_differ_between_replications_of_a_sweep(tmp_path):
     row = res.summary.iloc[0]
     assert row["worker_failures_ci95_low"] < row["worker_failures_mean"] \
         < row["worker_failures_ci95_high"]
+
+
+def test_a_pool_empty_for_good_stops_random_faults_and_the_run_ends(tmp_path):
+    """The only prefill worker fails at 0 for good, while the decode worker fails and is
+    repaired at random forever: nothing can be served any more, so the random faults stop
+    (else their events would run on without end), the run ends, and the request that
+    waited for a prefill worker ends ``failed`` at the run's last instant.  (Found by
+    benchmarks/fault_cases.py: before, this run never ended.)"""
+    data = {"cluster": disagg(1),
+            "faults": [{"kind": "random", "mtbf_s": 0.05, "mttr_s": 0.1, "pool": "decode"},
+                       {"kind": "fail", "at_ms": 0.0, "count": 1, "pool": "prefill"}]}
+    res, df = run(tmp_path, [req("a", 0.0, 2)], data, True)
+    assert df.loc["a"].terminal_status == "failed"
+    assert res.summary["worker_failures"] >= 1
