@@ -30,12 +30,17 @@ INSTALL_HINT = ("timing_model type: aic needs NVIDIA's aiconfigurator-core libra
                 "pip install 'simmodel[aic]'")
 
 
+class MissingLibrary(UserError):
+    """The library is not installed (``INSTALL_HINT``); a scenario's loader names the
+    file and key in front of it."""
+
+
 def library():
     """The ``aiconfigurator_core`` package (one-line ``UserError`` if not installed)."""
     try:
         import aiconfigurator_core
     except ImportError:
-        raise UserError(INSTALL_HINT) from None
+        raise MissingLibrary(INSTALL_HINT) from None
     # its loaders report fallbacks and lane choices as warnings on every build
     logging.getLogger("aiconfigurator_core").setLevel(logging.ERROR)
     return aiconfigurator_core

@@ -92,6 +92,8 @@ class _keyed:
     def __exit__(self, kind, exc, tb):
         if isinstance(exc, ConfigError):
             raise UserError(f"{self.source}: {exc.under(self.prefix)}") from None
+        if type(exc).__name__ == "MissingLibrary":     # (aic_library, imported lazily)
+            raise UserError(f"{self.source}: {self.prefix}.{exc}") from None
         return False
 
 

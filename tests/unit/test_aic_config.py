@@ -207,3 +207,20 @@ def test_the_cli_without_the_library_is_one_line_exit_2(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2
     assert p.stderr == f"simmodel: error: {aic_library.INSTALL_HINT}\n"
+
+
+def test_a_scenario_without_the_library_names_its_file_and_key(tmp_path):
+    """``simmodel run`` of an aic scenario without the library: one line naming the file
+    and the timing_model key, exit 2, no result folder."""
+    blocker = tmp_path / "aiconfigurator_core.py"
+    blocker.write_text("raise ImportError('not installed')\n")
+    scenario = ROOT / "scenarios" / "aic_llama8b_h200.yaml"
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "simmodel", "run", str(scenario), "--out",
+                        str(out)], cwd=ROOT,
+                       env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"},
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr == (f"simmodel: error: {scenario}: cluster.engine.timing_model "
+                        f"{aic_library.INSTALL_HINT.removeprefix('timing_model ')}\n")
+    assert not out.exists()
