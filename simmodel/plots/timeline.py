@@ -163,10 +163,12 @@ def timeline_figure(result: Result, *, worker: int = 0, pool: Optional[str] = No
         plt.close(fig)
         raise
     end = float(result.passes["end_ms"].max()) if len(result.passes) else 0.0
-    for k, (a, b) in enumerate(down_spans(result.lifecycle, pool, worker, end)):
+    spans = down_spans(result.lifecycle, pool, worker, end)
+    for k, (a, b) in enumerate(spans):
         for ax in axes:       # failed: docs/faults.md
             ax.axvspan(a, b, color="0.85", zorder=0, gid="down",
                        label="down (failed)" if k == 0 and ax is axes[0] else None)
+            _break_lines(ax, a)
     if result.lifecycle is not None and len(result.lifecycle):
         axes[0].legend(loc="upper right")
     for ax in axes[:-1]:
@@ -180,6 +182,17 @@ def _pool_for(passes: pd.DataFrame, telemetry: Optional[pd.DataFrame], worker: i
     if telemetry is not None and len(telemetry):
         frames.append(telemetry[["pool", "worker"]])
     return resolve_pool(pd.concat(frames, ignore_index=True), worker, pool)
+
+
+def _break_lines(ax, at: float) -> None:
+    """End every line of ``ax`` at ``at`` (a worker going down): a held level does not run
+    on through the time the worker was down."""
+    for line in ax.get_lines():
+        x = np.asarray(line.get_xdata(), dtype=float)
+        y = np.asarray(line.get_ydata(), dtype=float)
+        i = int(np.searchsorted(x, at, side="right"))
+        if 0 < i < len(x):
+            line.set_data(np.insert(x, i, at), np.insert(y, i, np.nan))
 
 
 def _held_steps(rows: pd.DataFrame, values: pd.Series) -> tuple[np.ndarray, np.ndarray]:

@@ -9,6 +9,7 @@ first token (aggregated), so a request of ``n`` output tokens alone on a worker 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -203,23 +204,29 @@ def test_a_straggler_takes_factor_times_as_long(tmp_path, coalesce):
 
 
 def test_the_timeline_shades_the_down_time(tmp_path):
-    """Worker 0 of the mid-decode case is down from 15 to the end of the run (243):
-    one shaded span per axis, gid ``down``."""
+    """Worker 0 of the mid-decode case is down from 15 to its repair at 115 and serves
+    request b from 300: one shaded span per axis (gid ``down``), and its held KV level
+    ends at 15 (a NaN breaks the line) instead of running on through the down time."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from simmodel.plots.timeline import timeline_figure
 
-    data = {"cluster": agg(2), "faults": [{"kind": "fail", "at_ms": 15.0, "worker": 0}],
+    data = {"cluster": agg(2),
+            "faults": [{"kind": "fail", "at_ms": 15.0, "worker": 0, "repair_ms": 100.0}],
             "retry": {"max_attempts": 3, "backoff_ms": 200.0}}
-    res, _ = run(tmp_path, [req("a", 0.0, 10)], data, True)
+    res, df = run(tmp_path, [req("a", 0.0, 10), req("b", 300.0, 3)], data, True)
+    assert df.loc["b"].decode_worker_idx == 0
     fig = timeline_figure(res, worker=0)
     try:
         spans = [p for ax in fig.axes for p in ax.patches if p.get_gid() == "down"]
         assert len(spans) == 3
         box = spans[0].get_window_extent().transformed(fig.axes[0].transData.inverted())
-        assert (box.x0, box.x1) == pytest.approx((15.0, 243.0))
+        assert (box.x0, box.x1) == pytest.approx((15.0, 115.0))
+        line = next(ln for ln in fig.axes[1].get_lines() if ln.get_gid() == "kv_blocks_active")
+        x, y = list(line.get_xdata()), line.get_ydata()
+        assert 15.0 in x and math.isnan(y[x.index(15.0)])
     finally:
         plt.close(fig)
 
