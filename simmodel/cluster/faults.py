@@ -61,6 +61,12 @@ class Faults:
             elif f.kind == "slow":
                 self.env.process(self._slow(f))
 
+    def adopt(self, w) -> None:
+        """A planner added ``w``: it fails at random like the others."""
+        for f in self.faults:
+            if f.kind == "random" and (f.pool is None or f.pool == w.pool):
+                self.env.process(self._random(f, w))
+
     # -- processes -------------------------------------------------------------------------
     def _fail_at(self, f):
         yield event_at_time(self.env, f.at_ms, Phase.FAULT)
@@ -97,9 +103,12 @@ class Faults:
         env, rng = self.env, self.rng
         while True:
             yield event_at(env, float(rng.exponential(f.mtbf_s * 1000.0)), Phase.FAULT)
-            # (a worker down for another fault, or gone, stops failing at random)
+            # (a worker down for another fault, or gone, stops failing at random; one still
+            # starting does not fail yet)
             if self.done() or self.halted or w.state in ("removed", "failed"):
                 return
+            if w.state == "starting":
+                continue
             if not self.fail(w):
                 return
             yield event_at(env, float(rng.exponential(f.mttr_s * 1000.0)), Phase.WORKER_READY)
@@ -183,6 +192,9 @@ def install(cluster, scenario, streams) -> None:
                             lifecycle=planner.lifecycle if planner else cluster.lifecycle,
                             scaling=planner is not None)
     cluster.faults.start()
+    if planner is not None:               # workers it adds fail at random too
+        for pool in planner.pools.values():
+            pool.on_added.append(cluster.faults.adopt)
 
 
 def _forget(router):

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import simpy
 
@@ -62,6 +62,7 @@ class ScalablePool:
     make_worker: object            # callable(idx) -> started Worker
     startup_ms: float | None
     topology_changed: object       # callable() -> None
+    on_added: list = field(default_factory=list)   # callables(worker): a worker was added
 
 
 class _WatchedTraffic(TrafficWindow):
@@ -298,6 +299,8 @@ class Planner:
         w.collect_fpm = self.collecting
         w.record_gauges = any(x.record_gauges for x in pool.workers)    # telemetry on
         pool.workers.append(w)
+        for fn in pool.on_added:          # (random faults: cluster.faults)
+            fn(w)
         if pool.startup_ms is None:
             self._record(w, "worker_ready", None, "active", cause)
             w.state = "active"

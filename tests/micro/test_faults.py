@@ -286,3 +286,19 @@ def test_a_pool_empty_for_good_stops_random_faults_and_the_run_ends(tmp_path):
     res, df = run(tmp_path, [req("a", 0.0, 2)], data, True)
     assert df.loc["a"].terminal_status == "failed"
     assert res.summary["worker_failures"] >= 1
+
+
+def test_workers_a_planner_adds_fail_at_random_too(tmp_path):
+    """One worker, and a schedule planner adding a second at 10 ms; random failures
+    (mean 50 ms between them, 10 ms to repair) over about two seconds of requests: the
+    added worker (id 1) fails and is repaired as well, and every request still ends once."""
+    data = {"cluster": agg(1),
+            "planner": {"kind": "schedule", "steps": [{"at_ms": 10.0, "decode": 2}]},
+            "faults": [{"kind": "random", "mtbf_s": 0.05, "mttr_s": 0.01}],
+            "retry": {"max_attempts": 5, "backoff_ms": 1.0}}
+    rows = [req(f"r{i}", 100.0 * i, 5) for i in range(20)]
+    res, df = run(tmp_path, rows, data, True)
+    life = res.lifecycle
+    added = life[(life.worker == 1) & (life.transition == "worker_failed")]
+    assert len(added) >= 1
+    assert len(df) == 20 and df.terminal_status.isin(["completed", "failed"]).all()
