@@ -45,6 +45,7 @@ class Cluster:
     recovery: object = None                 # retries, client timeouts (cluster.recovery)
     faults: object = None                   # ``faults:`` set only (cluster.faults)
     lifecycle: list = field(default_factory=list)   # fault transitions without a planner
+    new_scheduler: object = None    # callable(pool, idx): a worker's scheduler (repairs too)
 
 
 def check_schedulable(workload: Workload, scenario: Scenario, eng) -> None:
@@ -107,9 +108,11 @@ def _build_aggregated(scenario, env, workload, streams, concurrency, record,
     formation = BatchFormation()            # shared by the cluster's workers
     listens = router.needs_kv_events        # the router follows caches and prompts
 
+    def new_scheduler(_pool: str, i: int):
+        return make_scheduler(eng, timing, record_events=record or listens, worker=i)
+
     def make_worker(i: int) -> Worker:
-        sched = make_scheduler(eng, timing, record_events=record or listens, worker=i)
-        w = Worker(env, i, sched, record_events=record,
+        w = Worker(env, i, new_scheduler("agg", i), record_events=record,
                    coalesce=scenario.run.coalesce_decode, formation=formation)
         w.subscribe(on_done=router.on_done)          # the router hears first (reference)
         w.subscribe(on_done=driver.on_done)
@@ -131,6 +134,7 @@ def _build_aggregated(scenario, env, workload, streams, concurrency, record,
         router.observe_traffic(planner.traffic)
     driver.start()
     cluster = Cluster(env, workers, router, driver, workload)
+    cluster.new_scheduler = new_scheduler
     cluster.planner = planner
     _start_telemetry(cluster, scenario, {"agg": workers}, {"agg": router.queued})
     return cluster
@@ -196,11 +200,11 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
     pools = {"prefill": cl.prefill, "decode": cl.decode}
     timings = {role: make_timing(pool.engine) for role, pool in pools.items()}
     retract = handoff.on_decode_retract if handoff.order == "destination_first" else None
+    new_scheduler = _pool_schedulers(pools, timings, record, publisher is not None)
 
     def make_worker(role: str, i: int) -> Worker:
         publish = publisher is not None and role == "prefill"   # only prefill workers do
-        sched = make_scheduler(pools[role].engine, timings[role], worker=i, role=role,
-                               record_events=record or publish)
+        sched = new_scheduler(role, i)
         common = dict(record_events=record, coalesce=scenario.run.coalesce_decode,
                       formation=formation)
         if role == "prefill":
@@ -232,12 +236,21 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
                 ("decode", decode_workers, handoff.decode_topology_changed))}, driver)
         handoff.prefill_router.observe_traffic(planner.traffic)
     driver.start()
-    cluster = Cluster(env, decode_workers, handoff, driver, workload, prefill_workers)
-    cluster.planner = planner
+    cluster = Cluster(env, decode_workers, handoff, driver, workload, prefill_workers,
+                      planner=planner, new_scheduler=new_scheduler)
     queues = {pool: (lambda pool=pool: handoff.queued()[pool]) for pool in ("prefill", "decode")}
     _start_telemetry(cluster, scenario, {"prefill": prefill_workers, "decode": decode_workers},
                      queues)
     return cluster
+
+
+def _pool_schedulers(pools: dict, timings: dict, record: bool, publish: bool):
+    """``new_scheduler(role, idx)`` of a disaggregated cluster: a pool's engine and timing
+    model; KV events recorded if asked, or published by prefill workers to a KV router."""
+    def new_scheduler(role: str, i: int):
+        return make_scheduler(pools[role].engine, timings[role], worker=i, role=role,
+                              record_events=record or (publish and role == "prefill"))
+    return new_scheduler
 
 
 def run(scenario: Scenario, *, seed: int | None = None,

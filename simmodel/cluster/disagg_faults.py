@@ -55,10 +55,9 @@ class HandoffFaults:
             self.decode_router.worker_failed(w.idx, lost)
             reqs = list(lost) + list(self._inbound.pop(w.idx, {}).values())
             self._forget_slots(w.idx)
-        out, seen = [], set()
-        for req in reqs:
-            if req.uid not in seen and req.handoff is not None and not req.handoff.aborted:
-                seen.add(req.uid)
+        out = []
+        for req in reqs:                   # (undoing marks it aborted: once each)
+            if req.handoff is not None and not req.handoff.aborted:
                 self._undo(req)
                 out.append(req)
         return out
@@ -76,7 +75,9 @@ class HandoffFaults:
         """A client gave up on ``req``: unless it is decoding (its decode worker drops it
         at its pass end), its handoff is undone now (True)."""
         rec = req.handoff
-        if rec is None or rec.aborted or rec.destination_activated_ms == rec.destination_activated_ms:
+        if rec is None or rec.aborted:
+            return False
+        if rec.destination_activated_ms == rec.destination_activated_ms:   # not NaN
             return False
         self._undo(req)
         return True

@@ -6,7 +6,7 @@ its instant (a pass ending when its worker fails completes) and before that inst
 arrivals are routed:
 
 * **fail**: ``Worker.fail`` stops the worker's process; every request on it is lost with
-  its KV, and goes to ``Recovery.lost`` (retried elsewhere after the backoff, or
+  its KV, and goes to ``Recovery.worker_failed`` (retried elsewhere after the backoff, or
   ``failed``).  The routers stop placing work there at once; the KV router forgets its
   cache (``worker_failed``).  A repair (``repair_ms`` later, or an exponential time for
   ``random``) brings it back with a cold cache (a new scheduler) and a new process.
@@ -187,7 +187,8 @@ def install(cluster, scenario, streams) -> None:
         topology = {"agg": router.topology_changed}
     planner = cluster.planner
     cluster.faults = Faults(cluster.env, faults, pools, rng=streams["faults"],
-                            recovery=recovery, new_scheduler=_schedulers(scenario, router),
+                            recovery=recovery,
+                            new_scheduler=lambda w: cluster.new_scheduler(w.pool, w.idx),
                             topology=topology, done=driver.workload_done,
                             lifecycle=planner.lifecycle if planner else cluster.lifecycle,
                             scaling=planner is not None)
@@ -203,25 +204,6 @@ def _forget(router):
         router.worker_failed(w.idx, lost)
         return lost
     return forget
-
-
-def _schedulers(scenario, router):
-    """``new_scheduler(worker)``: a cold scheduler for a repaired worker, as its pool
-    builds them (``simmodel.sim``)."""
-    from simmodel.engine.factory import make_scheduler
-    from simmodel.engine.timing import make_timing
-
-    cl, record = scenario.cluster, scenario.run.record_kv_events
-    if not cl.disaggregated:
-        timing, listens = make_timing(cl.engine), router.needs_kv_events
-        return lambda w: make_scheduler(cl.engine, timing, worker=w.idx,
-                                        record_events=record or listens)
-    engines = {"prefill": cl.prefill.engine, "decode": cl.decode.engine}
-    timings = {role: make_timing(e) for role, e in engines.items()}
-    publish = router.prefill_router.needs_kv_events
-    return lambda w: make_scheduler(engines[w.pool], timings[w.pool], worker=w.idx,
-                                    role=w.pool,
-                                    record_events=record or (publish and w.pool == "prefill"))
 
 
 def _link_windows(env, handoff, faults) -> None:

@@ -36,14 +36,11 @@ class Recovery:
         self.client_retries = client_retries
         self._backoff: dict[int, int] = {}       # uid -> attempt lost, while backing off
         self._timeouts: dict[int, int] = {}      # uid -> client timeouts so far
-        self.lost = 0                            # attempts lost to failures
-        self.retries = 0                         # retries sent (failures and clients)
 
     # -- failures ----------------------------------------------------------------------------
     def worker_failed(self, worker, lost: list) -> None:
         """``worker`` failed with the requests ``lost``: retry or fail each, in order."""
         for req in self.forget(worker, lost):
-            self.lost += 1
             req.worker_idx = -1
             if req.attempts >= self.retry.max_attempts:
                 self._end(req, "failed")
@@ -60,7 +57,6 @@ class Recovery:
         self._resend(req)
 
     def _resend(self, req) -> None:
-        self.retries += 1
         req.restart(self.env.now)
         self.router.route(req)
         self.sent(req)
