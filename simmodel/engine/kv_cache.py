@@ -30,9 +30,12 @@ Pure Python, no SimPy.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from itertools import repeat
+from itertools import compress, repeat
+from operator import not_
 
 STORED, REMOVED = 0, 1
+_NOT_LAST = (1).__ne__      # a refcount, before a release: another request holds it too
+_LESS_ONE = (-1).__add__
 
 
 class KvCache:
@@ -119,15 +122,21 @@ class KvCache:
             # the ``rest`` copies at the LRU head leave (popped in C)
             evicted = map(self.inactive.popitem, repeat(False, rest))
             if self.copies or self.record_events:
-                rec = self.record_events
-                for k, _ in list(evicted):
-                    gone = self._evicted(k) if self.copies else k
-                    if rec and gone is not None:
-                        self.events.append((REMOVED, gone))
+                self._evict([k for k, _ in evicted])
             else:
                 deque(evicted, 0)
         self.private += n
         return True
+
+    def _evict(self, keys: list) -> None:
+        """The copies ``keys`` left the cache: update ``copies``, record ``removed``."""
+        copies = self.copies
+        if copies:
+            evicted = self._evicted
+            keys = [k if type(k) is not tuple and k not in copies else evicted(k)
+                    for k in keys]
+        if self.record_events:
+            self.events.extend([(REMOVED, h) for h in keys if h is not None])
 
     def _evicted(self, k):
         """Copy ``k`` left the cache: the hash whose last copy it was, or None."""
@@ -153,6 +162,21 @@ class KvCache:
         """``register`` for several consecutive blocks, in order; returns their copy keys
         (``hashes`` itself when every one was new)."""
         refs, inactive, copies = self.refs, self.inactive, self.copies
+        self.private -= len(hashes)
+        if (refs.keys().isdisjoint(hashes) and inactive.keys().isdisjoint(hashes)
+                and (not copies or copies.keys().isdisjoint(hashes))):
+            n0 = len(refs)
+            refs.update(zip(hashes, repeat(1)))       # every one new (the usual case)
+            if len(refs) - n0 == len(hashes):
+                if self.record_events:
+                    self.events.extend(zip(repeat(STORED), hashes))
+                return hashes
+            for h in hashes:                          # a hash repeated within ``hashes``
+                refs.pop(h, None)
+        return self._register_each(hashes)
+
+    def _register_each(self, hashes: list[int]) -> list:
+        refs, inactive, copies = self.refs, self.inactive, self.copies
         rec = self.record_events
         keys = hashes
         for i, h in enumerate(hashes):
@@ -164,7 +188,6 @@ class KvCache:
             refs[h] = 1
             if rec:
                 self.events.append((STORED, h))
-        self.private -= len(hashes)
         return keys
 
     def _new_copy(self, h: int) -> tuple:
@@ -184,13 +207,17 @@ class KvCache:
         suffix-first into the LRU when their refcount reaches 0."""
         self.private -= n_private
         self.free += n_private
-        pop, refs, inactive = self.refs.pop, self.refs, self.inactive
-        for h in reversed(cached):
-            c = pop(h)                        # (one lookup for a last holder)
-            if c == 1:
-                inactive[h] = None
-            else:
-                refs[h] = c - 1
+        if not cached:
+            return
+        refs, inactive = self.refs, self.inactive
+        rev = cached[::-1]
+        counts = list(map(refs.pop, rev))         # (one lookup for a last holder)
+        if counts.count(1) == len(counts):
+            inactive.update(zip(rev, repeat(None)))   # every one was its last holder
+            return
+        shared = list(map(_NOT_LAST, counts))     # (the loop, in C)
+        inactive.update(zip(compress(rev, map(not_, shared)), repeat(None)))
+        refs.update(zip(compress(rev, shared), map(_LESS_ONE, compress(counts, shared))))
 
     def drain_events(self) -> list[tuple[int, int]]:
         ev = self.events

@@ -72,7 +72,7 @@ class PassesTable(LazyTable):
                 "worker": np.repeat(np.array([w.idx for w in workers], dtype=np.int64),
                                     counts)}
         for name in workers[0].passes:
-            data[name] = np.concatenate([w.passes[name] for w in workers])
+            data[name] = _joined([w.passes[name] for w in workers])
         return pd.DataFrame(data, copy=False)
 
     def rows(self, start: int, stop: int) -> dict:
@@ -90,7 +90,7 @@ class PassesTable(LazyTable):
                "worker": np.concatenate([np.full(b - a, w.idx, dtype=np.int64)
                                          for w, a, b in parts])}
         for name in PASS_COLUMNS[2:]:
-            out[name] = np.concatenate([w.passes[name][a:b] for w, a, b in parts])
+            out[name] = _joined([w.passes[name][a:b] for w, a, b in parts])
         return out
 
     def to_parquet(self, path: str, index: bool = False) -> None:
@@ -98,3 +98,8 @@ class PassesTable(LazyTable):
                   for a in range(0, self.n, ROW_GROUP_ROWS))
         if not (self.n and write_columns(path, groups)):
             self.frame().to_parquet(path, index=index)
+
+
+def _joined(parts: list) -> np.ndarray:
+    """One column of several pass logs; counts, logged in 32 bits, widened to int64."""
+    return np.concatenate(parts, dtype=np.int64 if parts[0].dtype.kind == "i" else None)
