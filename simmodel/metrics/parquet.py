@@ -33,7 +33,6 @@ def write_columns(path: str, groups: Iterable[dict]) -> bool:
     if version is None:
         return False
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     groups = iter(groups)
     converted = _arrow_columns(next(groups), pa)
@@ -42,7 +41,7 @@ def write_columns(path: str, groups: Iterable[dict]) -> bool:
     kinds = converted[1]
     schema = pa.schema([pa.field(name, a.type) for name, a in converted[0].items()],
                        metadata={b"pandas": _pandas_metadata(kinds, version, pa.__version__)})
-    with pq.ParquetWriter(path, schema, compression="snappy") as writer:
+    with _Writer(path, schema, pa) as writer:
         while True:
             table = pa.Table.from_arrays(list(converted[0].values()), schema=schema)
             converted = None                 # each row group is freed before the next
@@ -54,6 +53,48 @@ def write_columns(path: str, groups: Iterable[dict]) -> bool:
             converted, group = _arrow_columns(group, pa), None
             if converted is None or converted[1] != kinds:
                 raise ValueError(f"{path}: row groups with other kinds of columns")
+
+
+class _Writer:
+    """``pyarrow.parquet.ParquetWriter(path, schema, compression="snappy")`` on a local
+    file, made from pyarrow's compiled writer with the options that class passes it (its
+    defaults), so that a short run does not import ``pyarrow.parquet`` (about 60 ms: it
+    imports ``pyarrow.fs``).  The same bytes are written (a test); a pyarrow whose
+    compiled writer takes other options gets the public class instead."""
+
+    def __init__(self, path: str, schema, pa):
+        self.sink = None
+        try:
+            from pyarrow._parquet import ParquetWriter
+            self.sink = pa.OSFile(path, "wb")
+            self.writer = ParquetWriter(self.sink, schema, **_WRITER_OPTIONS)
+        except (ImportError, TypeError, AttributeError):
+            if self.sink is not None:
+                self.sink.close()
+            import pyarrow.parquet as pq
+            self.sink = None
+            self.writer = pq.ParquetWriter(path, schema, compression="snappy")
+
+    def write_table(self, table, row_group_size: int) -> None:
+        self.writer.write_table(table, row_group_size=row_group_size)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.writer.close()
+        if self.sink is not None:
+            self.sink.close()
+
+
+#: what ``pyarrow.parquet.ParquetWriter`` gives its compiled writer by default
+#: (pyarrow 12 to 26), snappy compression as asked
+_WRITER_OPTIONS = dict(
+    version="2.6", compression="snappy", use_dictionary=True, write_statistics=True,
+    use_deprecated_int96_timestamps=False, compression_level=None,
+    use_byte_stream_split=False, column_encoding=None, writer_engine_version="V2",
+    data_page_version="1.0", use_compliant_nested_type=True, encryption_properties=None,
+    write_batch_size=None, dictionary_pagesize_limit=None, store_schema=True)
 
 
 def _arrow_columns(columns: dict, pa) -> Optional[tuple[dict, dict]]:

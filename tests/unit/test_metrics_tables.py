@@ -98,3 +98,34 @@ def test_requests_in_chunks_have_the_dtypes_of_all_at_once(values):
         records_table([])]
     pd.testing.assert_frame_equal(_concat(parts).frame(), records_frame(recs),
                                   check_exact=True)
+
+
+def test_the_fallback_writer_writes_the_same_bytes(tmp_path, monkeypatch):
+    """A pyarrow whose compiled writer takes other options gets the public class."""
+    table = RequestsTable(columns(), 4)
+    table.to_parquet(tmp_path / "fast.parquet")
+    monkeypatch.setattr(parquet, "_WRITER_OPTIONS", {"no_such_option": 1})
+    table.to_parquet(tmp_path / "public.parquet")
+    assert (tmp_path / "fast.parquet").read_bytes() == (tmp_path / "public.parquet").read_bytes()
+
+
+def test_a_run_writes_without_importing_pyarrow_parquet(tmp_path):
+    code = ("import sys, simmodel.cli as c\n"
+            f"c.main(['run', {str(TINY)!r}, '--out', {str(tmp_path / 'out')!r}])\n"
+            "assert 'pyarrow.parquet' not in sys.modules, 'imported'\n")
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "passes.parquet").stat().st_size > 0
+
+
+def test_pass_counts_logged_in_32_bits_are_read_as_int64(tmp_path):
+    w = _worker("agg", 0, 6, 0.0)
+    w.passes.update({k: v.astype(np.int32) for k, v in w.passes.items() if v.dtype.kind == "i"})
+    table = PassesTable([w])
+    frame = table.frame()
+    assert frame["decode_tokens"].dtype == np.int64
+    assert frame["decode_tokens"].tolist() == [7 * i for i in range(6)]
+    table.to_parquet(tmp_path / "p.parquet")
+    assert pd.read_parquet(tmp_path / "p.parquet")["kv_blocks_active"].dtype == np.int64

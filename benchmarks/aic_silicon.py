@@ -1,0 +1,225 @@
+"""End to end against real GPUs: simmodel's aic timing model against the measured serving
+runs that ship with aiconfigurator-core (``systems/silicon_sample.csv``, Apache-2.0).
+
+Each row of that file is one benchmark of a real engine (vLLM, SGLang or TRT-LLM, a
+released container, on H100 / H200 / B200 / B300 GPUs): a model at a precision and a
+parallel layout, driven closed loop at a fixed concurrency with fixed input and output
+lengths, and its measured TTFT and TPOT (``silicon_ttft_ms``, ``silicon_tpot_ms``).  For
+each aggregated row this script simulates the same thing: one worker of that layout,
+``timing_model: aic`` on the row's system, backend and quantisation modes (the
+database's own version of the backend: the kernels were not measured on the row's
+container), ``num_gpu_blocks: auto``, and ``concurrency`` clients that each send
+``waves`` requests one after another, every prompt fresh blocks (no prefix reuse, as
+with random benchmark prompts).  It compares mean TTFT, mean TPOT and the E2E they imply
+(TTFT + TPOT x (osl - 1)) over the requests after each client's first.
+
+    python benchmarks/aic_silicon.py [--backend vllm] [--rows 40] [--seed 0]
+                                     [--clients staggered|together] [--waves 4]
+                                     [--max-concurrency 256] [--csv OUT]
+
+Rows are drawn at random (``--seed``) from those the library can cost: pipeline
+parallelism 1, a model config it ships, a system with a database for the backend (a
+quantisation the database cannot cost on that GPU is skipped and listed).  What the file
+does not say about the measured runs, and what is assumed instead:
+
+* how the clients' requests fall in time.  ``staggered`` (the default): client k starts
+  at k / concurrency of one request's simulated E2E (from a pilot run), the spread of a
+  closed loop in its steady state; ``together``: all start at once, and with equal
+  lengths they stay in step (requests whose prompts share a pass also finish together).
+  A real run lies between: its clients start together and drift apart.  TTFT depends on
+  this far more than TPOT does;
+* the request count (here ``waves`` x concurrency);
+* ``max_num_seqs`` and ``max_num_batched_tokens`` (here max(256, concurrency) and 8192,
+  vLLM's defaults on these GPUs);
+* whether the figures are means or medians (compared here with means; with equal lengths
+  in a closed loop the two differ little).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import warnings
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import simmodel  # noqa: E402
+from simmodel.engine import aic_library  # noqa: E402
+
+TRACE_BLOCK = 64      # tokens per hash id of the generated traces
+
+
+def silicon_rows() -> pd.DataFrame:
+    """The library's measured runs (its own file, read where it is installed)."""
+    path = resources.files("aiconfigurator_core") / "systems" / "silicon_sample.csv"
+    with resources.as_file(path) as p:
+        return pd.read_csv(p)
+
+
+def library_model(name: str, models: set) -> str | None:
+    """The shipped config for a row's model path (``Llama-3.1`` is ``Meta-Llama-3.1``
+    there, and an ``-Instruct`` tune has its base model's shape)."""
+    for cand in (name, name.replace("Llama-3.1", "Meta-Llama-3.1"),
+                 name.replace("Llama-3.1", "Meta-Llama-3.1").replace("-Instruct", "")):
+        if cand in models:
+            return cand
+    return None
+
+
+def usable(df: pd.DataFrame, backend: str, max_conc: int) -> pd.DataFrame:
+    """Aggregated rows of ``backend`` that the library can cost, with their model name."""
+    models = set(aic_library.shipped_models())
+    systems = aic_library.databases()
+    df = df[(df["mode"] == "agg") & (df.backend == backend) & (df.pp_size == 1)
+            & (df.batch_size <= max_conc)].copy()
+    df["aic_model"] = [library_model(m, models) for m in df.model_path]
+    df["has_db"] = [backend in systems.get(s, {}) for s in df.system]
+    return df[df.aic_model.notna() & df.has_db]
+
+
+def engine(row) -> dict:
+    """One worker of the row's layout, costed by the aic model."""
+    conc = int(row.batch_size)
+    dp = int(row.attention_dp_size) if row.attention_dp_size > 0 else 1
+    tp = int(row.tp_size)
+    timing = {"type": "aic", "model": row.aic_model, "system": row.system,
+              "backend": row.backend}
+    for key in ("gemm_quant_mode", "moe_quant_mode"):
+        if isinstance(getattr(row, key), str):
+            timing[key] = getattr(row, key)
+    if row.moe_ep_size > 0 and row.moe_tp_size > 0 and row.moe_tp_size * row.moe_ep_size == tp * dp:
+        timing.update(moe_tp_size=int(row.moe_tp_size), moe_ep_size=int(row.moe_ep_size))
+    return {"backend": row.backend, "tensor_parallel_size": tp, "dp_size": dp,
+            "num_gpu_blocks": "auto", "max_num_seqs": max(256, -(-conc // dp)),
+            "max_num_batched_tokens": 8192, "timing_model": timing}
+
+
+def pilot(row, folder: str) -> float:
+    """Mean E2E (ms) of one closed-loop wave of ``concurrency`` requests sent at once."""
+    conc = int(row.batch_size)
+    sc = {"name": "silicon-pilot", "seed": 0,
+          "workload": {"concurrency": conc, "synthetic": {
+              "requests": conc, "input_tokens": int(row.isl),
+              "output_tokens": int(row.osl), "arrival_interval_ms": 0.0}},
+          "cluster": {"workers": 1, "engine": engine(row)}}
+    req = run(sc, folder).requests
+    return float(np.mean(req.terminal_time_ms - req.arrival_time_ms))
+
+
+def staggered_trace(row, waves: int, period_ms: float, path: str) -> None:
+    """``concurrency`` clients, each sending ``waves`` requests one after another (the
+    next when the last completes); client k starts at k x period / concurrency (with a
+    period of one request's E2E: the spread of a closed loop in its steady state; 0: all
+    at once).  Every prompt is fresh blocks."""
+    conc, isl, osl = int(row.batch_size), int(row.isl), int(row.osl)
+    nb = -(-isl // TRACE_BLOCK)
+    next_id = 0
+    with open(path, "w") as f:
+        for k in range(conc):
+            for w in range(waves):
+                line = {"session_id": f"c{k}", "input_length": isl, "output_length": osl,
+                        "hash_ids": list(range(next_id, next_id + nb))}
+                line.update({"timestamp": k * period_ms / conc} if w == 0 else {"delay": 0})
+                next_id += nb
+                f.write(json.dumps(line) + "\n")
+
+
+def run(sc: dict, folder: str):
+    path = os.path.join(folder, "scenario.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(sc, f)
+    return simmodel.run(simmodel.load_scenario(path))
+
+
+def simulate(row, waves: int, folder: str, clients: str) -> dict:
+    period = pilot(row, folder) if clients == "staggered" else 0.0
+    staggered_trace(row, waves, period, os.path.join(folder, "trace.jsonl"))
+    sc = {"name": "silicon", "seed": 0,
+          "workload": {"trace": "trace.jsonl", "format": "mooncake",
+                       "trace_block_size": TRACE_BLOCK},
+          "cluster": {"workers": 1, "engine": engine(row)}}
+    req = run(sc, folder).requests
+    req = req[req.turn_index > 0]              # the clients' first requests are the ramp
+    ttft = float(np.mean(req.ttft_ms))
+    tpot = float(np.mean(req.tpot_ms))
+    return {"sim_ttft_ms": ttft, "sim_tpot_ms": tpot,
+            "sim_e2e_ms": ttft + tpot * (row.osl - 1)}
+
+
+def compare(rows: pd.DataFrame, waves: int, clients: str) -> pd.DataFrame:
+    out = []
+    with tempfile.TemporaryDirectory() as folder:
+        for row in rows.itertuples():
+            try:
+                sim = simulate(row, waves, folder, clients)
+            except simmodel.UserError as e:      # a layout the database does not cover
+                print(f"  skipped {row.id}: {e}", file=sys.stderr)
+                continue
+            real_e2e = row.silicon_ttft_ms + row.silicon_tpot_ms * (row.osl - 1)
+            out.append({"id": row.id, "model": row.aic_model, "system": row.system,
+                        "precision": row.precision, "tp": row.tp_size,
+                        "dp": row.attention_dp_size, "isl": row.isl, "osl": row.osl,
+                        "concurrency": row.batch_size,
+                        "real_ttft_ms": row.silicon_ttft_ms,
+                        "real_tpot_ms": row.silicon_tpot_ms, "real_e2e_ms": real_e2e,
+                        **sim})
+            print(f"  {row.id}: TTFT {sim['sim_ttft_ms']:.0f} / {row.silicon_ttft_ms:.0f} ms,"
+                  f" TPOT {sim['sim_tpot_ms']:.2f} / {row.silicon_tpot_ms:.2f} ms",
+                  file=sys.stderr)
+    return pd.DataFrame(out)
+
+
+def report(df: pd.DataFrame) -> None:
+    single = df[~(df.dp > 1)]
+    for title, part in (("", df), (" without attention DP", single)):
+        print(f"{len(part)} measured runs{title}; error = simulated / measured - 1")
+        print(f"{'':8} {'median |err|':>12} {'median signed':>14} {'p90 |err|':>10} "
+              f"{'worst':>8}")
+        for m in ("ttft", "tpot", "e2e"):
+            err = part[f"sim_{m}_ms"] / part[f"real_{m}_ms"] - 1
+            a = err.abs()
+            print(f"{m.upper():8} {a.median():12.1%} {err.median():14.1%} "
+                  f"{a.quantile(0.9):10.1%} {a.max():8.1%}")
+    over = ((df.sim_ttft_ms > 5 * df.real_ttft_ms) & (df.sim_ttft_ms > 10_000)).sum()
+    print(f"false overloads (simulated TTFT > 5x measured and > 10 s): {over}")
+    by = df.assign(e2e_err=(df.sim_e2e_ms / df.real_e2e_ms - 1).abs(),
+                   ttft_err=(df.sim_ttft_ms / df.real_ttft_ms - 1).abs())
+    print(by.groupby(["model", "system"])[["ttft_err", "e2e_err"]].median()
+          .map(lambda x: f"{x:.1%}").to_string())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="vllm", choices=("vllm", "sglang", "trtllm"))
+    ap.add_argument("--rows", type=int, default=40, help="how many runs to draw (0: all)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-concurrency", type=int, default=256)
+    ap.add_argument("--waves", type=int, default=4)
+    ap.add_argument("--clients", choices=("staggered", "together"), default="staggered",
+                    help="the clients start spread over one request's simulated E2E "
+                         "(a closed loop's steady state) or all at once")
+    ap.add_argument("--csv", type=Path, help="write every compared run here")
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    rows = usable(silicon_rows(), args.backend, args.max_concurrency)
+    if args.rows and len(rows) > args.rows:
+        rows = rows.sample(args.rows, random_state=args.seed)
+    print(f"{len(rows)} {args.backend} runs drawn (seed {args.seed})", file=sys.stderr)
+    df = compare(rows, args.waves, args.clients)
+    if args.csv:
+        df.to_csv(args.csv, index=False)
+    report(df)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
