@@ -69,9 +69,13 @@ class TokenSequence:
                 # Fast path: every engine block lies inside one prompt run.
                 per = run // bs
                 append = hashes.append
-                for b in range(b0, n_blocks):
-                    parent = hash((parent, (ids[b // per], bs)))
-                    append(parent)
+                b = b0
+                while b < n_blocks:            # one content tuple per prompt run
+                    content = (ids[b // per], bs)
+                    for _ in range(min(n_blocks, (b // per + 1) * per) - b):
+                        parent = hash((parent, content))
+                        append(parent)
+                    b = min(n_blocks, (b // per + 1) * per)
                 return hashes
         if b0 * bs >= plen and self.output_ids is None:
             # Fast path: generated blocks only, whose ids are not modelled (``_content``)
