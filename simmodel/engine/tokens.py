@@ -72,10 +72,11 @@ class TokenSequence:
                 b = b0
                 while b < n_blocks:            # one content tuple per prompt run
                     content = (ids[b // per], bs)
-                    for _ in range(min(n_blocks, (b // per + 1) * per) - b):
+                    run_end = min(n_blocks, (b // per + 1) * per)
+                    for _ in range(run_end - b):
                         parent = hash((parent, content))
                         append(parent)
-                    b = min(n_blocks, (b // per + 1) * per)
+                    b = run_end
                 return hashes
         if b0 * bs >= plen and self.output_ids is None:
             # Fast path: generated blocks only, whose ids are not modelled (``_content``)
