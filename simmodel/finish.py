@@ -137,8 +137,10 @@ def collect(scenario: Scenario, cluster, wall_ms: float, stats_from_ms: float = 
 
 
 def result(scenario: Scenario, snap: RunSnapshot, wall_ms: float,
-           stats_from_ms: float = 0.0) -> Result:
-    """The ``Result`` of a run from its snapshot."""
+           stats_from_ms: float = 0.0, consume: bool = False) -> Result:
+    """The ``Result`` of a run from its snapshot.  ``consume``: the snapshot's request
+    list is emptied once the tables and the ITL samples are built (a long run's request
+    objects are freed before the summary is computed and the files are written)."""
     cl = scenario.cluster
     dp, prefill_dp = ((cl.decode.engine.dp_size, cl.prefill.engine.dp_size) if cl.disaggregated
                       else (cl.engine.dp_size, 1))
@@ -149,11 +151,15 @@ def result(scenario: Scenario, snap: RunSnapshot, wall_ms: float,
         in_window = [r for r in snap.requests if r.arrival_ms >= stats_from_ms]
         measured = requests.where(requests["arrival_time_ms"] >= stats_from_ms)
     gaps, weights = itl_samples(in_window, pass_durations(snap.workers))
+    num_requests = len(in_window)
+    if consume:
+        in_window = None
+        snap.requests.clear()
     end_ms = sim_end_ms(scenario, snap.all_workers, requests, snap.undispatched)
     workers = snap.all_workers
     summary = summarize(
         measured, gaps, weights,
-        num_requests=len(in_window),
+        num_requests=num_requests,
         committed_prefill_tokens=sum(w.committed_prefill_tokens for w in workers),
         **cost(scenario, snap, end_ms / 1000.0),
         wall_time_ms=wall_ms,

@@ -296,7 +296,7 @@ def run(scenario: Scenario, *, seed: int | None = None,
     del cluster, guard              # the simulation's state is freed before tabulating;
     if len(snap.requests) >= GC_AFTER_REQUESTS:     # it is held in reference cycles
         gc.collect()
-    out = result(scenario, snap, wall_ms, stats_from_ms)
+    out = result(scenario, snap, wall_ms, stats_from_ms, consume=True)
     out.early_stopped = stopped
     if aic:
         out.summary.update(derived, **aic_scenario.energy(scenario, out.passes))

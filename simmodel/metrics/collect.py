@@ -143,19 +143,34 @@ def itl_samples(requests, durations: Mapping[int, np.ndarray]) -> tuple[np.ndarr
             bridges.extend(r.bridges)
         zeros += r.zero_gaps
     gaps = [np.asarray(bridges, dtype=float)]
-    weights = [np.ones(len(bridges), dtype=np.int64)]
+    weights = [np.ones(len(bridges), dtype=np.int32)]
     if zeros:
         gaps.append(np.zeros(1))
         weights.append(np.array([zeros], dtype=np.int64))
     for idx, dur in durations.items():
-        segs = by_worker.get(idx)
+        segs = by_worker.pop(idx, None)
         if not segs:
             continue
         wt = _pass_weights(segs, len(dur))
         keep = wt > 0
         gaps.append(dur[keep])
-        weights.append(wt[keep])
-    return np.concatenate(gaps), np.concatenate(weights)
+        weights.append(wt[keep].astype(np.int32))   # (at most the requests: fits)
+    # weights in 32 bits unless a count needs more
+    return _drained(gaps, np.float64), _drained(weights, np.int64 if zeros >> 31 else np.int32)
+
+
+def _drained(parts: list, dtype) -> np.ndarray:
+    """The concatenation of ``parts``, each freed once copied: a long run's ITL parts (tens
+    of millions of passes) are not held twice (the result's pages are touched as it
+    fills)."""
+    out = np.empty(sum(len(p) for p in parts), dtype=dtype)
+    parts.reverse()
+    at = 0
+    while parts:
+        part = parts.pop()
+        out[at:at + len(part)] = part
+        at += len(part)
+    return out
 
 
 def _pass_weights(segs: Sequence[int], num_passes: int) -> np.ndarray:

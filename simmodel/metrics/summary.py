@@ -16,7 +16,8 @@ Statistics (``mean min max median p75 p90 p95 p99 std``) are exact:
 * ``std`` is the population standard deviation;
 * the inter-token-latency samples arrive run-length encoded, ``gaps[i]`` occurring
   ``weights[i]`` times, and :func:`weighted_stats` computes the statistics of the
-  expanded sequence without expanding it (sort + cumulative weights, O(n log n)).
+  expanded sequence without expanding it (sort + cumulative weights, O(n log n); one
+  sort gives the ITL and the per-user speed: ``simmodel.metrics.weighted``).
 
 An empty sample set gives ``0.0`` for each of its nine statistics in the summary (as the
 reference reports them; ``weighted_stats`` itself returns ``None``), and a ratio or
@@ -24,20 +25,19 @@ throughput whose denominator is zero is ``0.0``.
 """
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 import numpy as np
 
 from simmodel.config import SlaConfig
 from simmodel.metrics.columns import Rows, floats, int_sum
+from simmodel.metrics.weighted import (PERCENTILES, STAT_NAMES, Ranked, checked_samples,
+                                       percentile_index, weighted_stats)
+
+__all__ = ["GOODPUT_KEYS", "LATENCY_METRICS", "PERCENTILES", "PER_USER_THROUGHPUT",
+           "STAT_NAMES", "SUMMARY_KEYS", "percentile_index", "summarize", "weighted_stats",
+           "trajectory_summary"]
 from simmodel.result import LazyTable
-
-#: (key prefix, percentile) of the reported percentiles, in report order.
-PERCENTILES = (("median", 50), ("p75", 75), ("p90", 90), ("p95", 95), ("p99", 99))
-
-#: The nine statistics reported for every sample set, in report order.
-STAT_NAMES = ("mean", "min", "max") + tuple(name for name, _ in PERCENTILES) + ("std",)
 
 #: Sample sets reported in milliseconds (keys ``<stat>_<name>_ms``), in report order.
 LATENCY_METRICS = ("ttft", "ttst", "tpot", "itl", "e2e_latency")
@@ -96,83 +96,6 @@ _REQUIRED_COLUMNS = (
 )
 
 
-def percentile_index(n: int, p: float) -> int:
-    """Index into ``n`` sorted samples of the ``p``-th percentile (0 ≤ p ≤ 100).
-
-    ``round((n-1)·p/100)`` rounding half away from zero, so ``n=2, p=50`` → 1 and
-    ``n=4, p=50`` → 2 (Python's ``round`` would give 0 and 2).
-    """
-    if n <= 0:
-        raise ValueError(f"percentile of an empty sample set (n={n})")
-    if not 0 <= p <= 100:
-        raise ValueError(f"percentile must be in [0, 100], got {p!r}")
-    q = (n - 1) * p / 100.0
-    lower = math.floor(q)
-    # q - lower is exact in floating point (lower <= q < lower + 1).
-    return int(lower + 1) if q - lower >= 0.5 else int(lower)
-
-
-def weighted_stats(values, weights=None) -> dict[str, Optional[float]]:
-    """The nine statistics of ``values[i]`` repeated ``weights[i]`` times.
-
-    ``weights`` are non-negative integers (default: all 1); zero-weight entries are
-    ignored.  The result equals that of the expanded sequence
-    ``np.repeat(values, weights)`` — min, max and percentiles exactly, mean and population
-    std up to floating-point summation order — without building it.  Returns
-    ``{name: None}`` for every statistic when the expanded sequence is empty.
-    """
-    v = np.asarray(values, dtype=float).ravel()
-    if weights is None:
-        w = np.ones(v.shape, dtype=np.int64)
-    else:
-        w_raw = np.asarray(weights).ravel()
-        if w_raw.shape != v.shape:
-            raise ValueError(f"{v.size} values but {w_raw.size} weights")
-        if w_raw.dtype.kind in "iu":
-            bad = w_raw.size > 0 and bool(np.any(w_raw < 0))
-        else:
-            bad = w_raw.size > 0 and not bool(np.all(np.isfinite(w_raw) & (w_raw >= 0)
-                                                     & (w_raw == np.floor(w_raw))))
-        if bad:
-            raise ValueError("weights must be non-negative integers")
-        w = w_raw.astype(np.int64, copy=False)
-        keep = w > 0
-        if not keep.all():
-            v, w = v[keep], w[keep]
-    if v.size == 0:
-        return {name: None for name in STAT_NAMES}
-    if not np.all(np.isfinite(v)):
-        raise ValueError("sample values must be finite")
-
-    order = np.argsort(v, kind="stable")
-    v, w = v[order], w[order]
-    del order                   # (a long run has millions of ITL samples: few copies)
-    cum = np.cumsum(w)
-    total = int(cum[-1])
-    w = w.astype(float)
-    # np.sum (pairwise), not np.dot: a BLAS dot product's rounding depends on its thread
-    # count, and the same run must give the same bits on every executor.
-    terms = w * v
-    mean = float(np.sum(terms) / total)
-    np.subtract(v, mean, out=terms)
-    np.multiply(terms, terms, out=terms)         # (v - mean) ** 2
-    np.multiply(w, terms, out=terms)
-    var = float(np.sum(terms) / total)
-    del terms, w
-
-    stats: dict[str, Optional[float]] = {
-        "mean": mean,
-        "min": float(v[0]),
-        "max": float(v[-1]),
-    }
-    # Expanded position k holds v[j] for the first j whose cumulative weight exceeds k.
-    for name, p in PERCENTILES:
-        k = percentile_index(total, p)
-        stats[name] = float(v[int(np.searchsorted(cum, k, side="right"))])
-    stats["std"] = math.sqrt(var)
-    return stats
-
-
 def _per_second(count: float, duration_ms: float) -> float:
     return float(count / (duration_ms / 1000.0)) if duration_ms > 0 else 0.0
 
@@ -224,19 +147,19 @@ def summarize(requests, itl_gaps_ms: np.ndarray, itl_weights: np.ndarray, *,
     done = Rows(requests, np.asarray(requests["terminal_status"] == "completed", dtype=bool))
     end_times = _samples(done, "terminal_time_ms")
     duration_ms = max(0.0, float(end_times.max()) - window_start_ms) if end_times.size else 0.0
-    samples = {metric: (_samples(done, f"{metric}_ms"), None) for metric in LATENCY_METRICS
-               if metric != "itl"}
-    samples["itl"] = (gaps, weights)
+    samples = {metric: weighted_stats(_samples(done, f"{metric}_ms"))
+               for metric in LATENCY_METRICS if metric != "itl"}
+    samples["itl"], speed = _itl_stats(gaps, weights)
     out = _totals(done, duration_ms, float(wall_time_ms), num_requests,
                   committed_prefill_tokens)
     out.update(_cost(decode_worker_seconds, prefill_worker_seconds,
                      decode_gpus_per_worker, prefill_gpus_per_worker))
     out.update(_tokens_and_reuse(done, out["total_input_tokens"], out["total_output_tokens"],
                                  float(wall_time_ms)))
-    out.update({f"num_{m}_samples": int(samples[m][0].size)
+    out.update({f"num_{m}_samples": int(_samples(done, f"{m}_ms").size)
                 for m in ("ttft", "tpot", "e2e_latency")})
     out.update(_latency_stats(samples, _frame(requests) if trajectories else None))
-    out.update(_per_user_throughput(gaps, weights))
+    out.update({f"{stat}_{PER_USER_THROUGHPUT}": _or_zero(speed[stat]) for stat in STAT_NAMES})
     if sla.is_set:
         out.update(_goodput(done, sla, duration_ms))
     return out
@@ -317,23 +240,27 @@ def _tokens_and_reuse(done: Rows, total_in: int, total_out: int,
 
 
 def _latency_stats(samples: dict, trajectory_requests) -> dict:
-    """The nine statistics of each of ``LATENCY_METRICS`` (``samples[metric]``: values,
-    weights); the trajectory keys of ``trajectory_requests``, if given, go before the
-    E2E latency's (where the reference puts them)."""
+    """The nine statistics of each of ``LATENCY_METRICS`` (``samples[metric]``: their
+    ``weighted_stats``); the trajectory keys of ``trajectory_requests``, if given, go
+    before the E2E latency's (where the reference puts them)."""
     out: dict = {}
     for metric in LATENCY_METRICS:
         if metric == "e2e_latency" and trajectory_requests is not None:
             out.update(trajectory_summary(trajectory_requests))
-        stats = weighted_stats(*samples[metric])
+        stats = samples[metric]
         out.update({f"{stat}_{metric}_ms": _or_zero(stats[stat]) for stat in STAT_NAMES})
     return out
 
 
-def _per_user_throughput(gaps: np.ndarray, weights: np.ndarray) -> dict:
-    """Statistics of the per-user decode speed, 1000 / ITL gap (positive gaps only)."""
-    positive = gaps > 0
-    stats = weighted_stats(1000.0 / gaps[positive], weights[positive])
-    return {f"{stat}_{PER_USER_THROUGHPUT}": _or_zero(stats[stat]) for stat in STAT_NAMES}
+def _itl_stats(gaps: np.ndarray, weights: np.ndarray) -> tuple[dict, dict]:
+    """The ``weighted_stats`` of the ITL gaps and of the per-user decode speed (1000 /
+    gap, positive gaps only), from one sort of the gaps (``simmodel.metrics.weighted``)."""
+    v, w = checked_samples(gaps, weights)
+    if v.size == 0:
+        none = {name: None for name in STAT_NAMES}
+        return none, dict(none)
+    ranked = Ranked(v, w)
+    return ranked.stats(), ranked.speed_stats()
 
 
 def _goodput(done: Rows, sla: SlaConfig, duration_ms: float) -> dict:
