@@ -139,22 +139,21 @@ def collect(scenario: Scenario, cluster, wall_ms: float, stats_from_ms: float = 
 def result(scenario: Scenario, snap: RunSnapshot, wall_ms: float,
            stats_from_ms: float = 0.0, consume: bool = False) -> Result:
     """The ``Result`` of a run from its snapshot.  ``consume``: the snapshot's request
-    list is emptied once the tables and the ITL samples are built (a long run's request
-    objects are freed before the summary is computed and the files are written)."""
+    list is emptied as the requests table is built, after the ITL samples (a long run's
+    request objects are freed before the summary is computed and the files written)."""
     cl = scenario.cluster
     dp, prefill_dp = ((cl.decode.engine.dp_size, cl.prefill.engine.dp_size) if cl.disaggregated
                       else (cl.engine.dp_size, 1))
-    requests = requests_table(snap.requests, snap.cancelled, dp, prefill_dp)
     in_window = snap.requests
-    measured = requests
     if stats_from_ms > 0:
         in_window = [r for r in snap.requests if r.arrival_ms >= stats_from_ms]
-        measured = requests.where(requests["arrival_time_ms"] >= stats_from_ms)
     gaps, weights = itl_samples(in_window, pass_durations(snap.workers))
     num_requests = len(in_window)
-    if consume:
-        in_window = None
-        snap.requests.clear()
+    in_window = None
+    requests = requests_table(snap.requests, snap.cancelled, dp, prefill_dp, consume)
+    measured = requests
+    if stats_from_ms > 0:
+        measured = requests.where(requests["arrival_time_ms"] >= stats_from_ms)
     end_ms = sim_end_ms(scenario, snap.all_workers, requests, snap.undispatched)
     workers = snap.all_workers
     summary = summarize(

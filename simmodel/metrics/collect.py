@@ -34,14 +34,22 @@ _CHUNK = 16384
 
 
 def requests_table(requests, unreleased, dp_size: int = 1,
-                   prefill_dp: int = 1) -> RequestsTable:
+                   prefill_dp: int = 1, consume: bool = False) -> RequestsTable:
     """``requests``: EngineRequests in release order; ``unreleased``: (turn, status) of
     workload turns that never reached the cluster (cut short: ``incomplete``; left behind
     by a cancelled turn: ``cancelled``).  With attention DP the worker index is reported
-    as ``worker × dp_size + rank`` (a prefill worker's with ``prefill_dp``)."""
-    parts = [records_table([request_record(r, dp_size, prefill_dp)
-                            for r in requests[i:i + _CHUNK]])
-             for i in range(0, len(requests), _CHUNK)]      # a chunk's records at a time
+    as ``worker × dp_size + rank`` (a prefill worker's with ``prefill_dp``).
+    ``consume``: ``requests`` is emptied as its rows are made (a long run's request
+    objects are freed a chunk at a time while the table grows)."""
+    parts = []
+    for i in range(0, len(requests), _CHUNK):       # a chunk's records at a time
+        chunk = requests[i:i + _CHUNK]
+        if consume:
+            requests[i:i + _CHUNK] = [None] * len(chunk)
+        parts.append(records_table([request_record(r, dp_size, prefill_dp) for r in chunk]))
+        chunk = None
+    if consume:
+        requests.clear()
     parts.append(records_table([unreleased_record(t, status) for t, status in unreleased]))
     return _concat(parts)
 
@@ -142,35 +150,28 @@ def itl_samples(requests, durations: Mapping[int, np.ndarray]) -> tuple[np.ndarr
         if r.bridges:
             bridges.extend(r.bridges)
         zeros += r.zero_gaps
-    gaps = [np.asarray(bridges, dtype=float)]
-    weights = [np.ones(len(bridges), dtype=np.int32)]
+    # filled in place, one worker at a time: a long run has tens of millions of passes,
+    # and untouched pages of the allocation (passes no completed request decoded in)
+    # cost nothing; weights in 32 bits unless a count needs more
+    room = len(bridges) + 1 + sum(len(dur) for dur in durations.values())
+    gaps = np.empty(room, dtype=np.float64)
+    weights = np.empty(room, dtype=np.int64 if zeros >> 31 else np.int32)
+    n = len(bridges)
+    gaps[:n], weights[:n] = bridges, 1
     if zeros:
-        gaps.append(np.zeros(1))
-        weights.append(np.array([zeros], dtype=np.int64))
+        gaps[n], weights[n] = 0.0, zeros
+        n += 1
     for idx, dur in durations.items():
         segs = by_worker.pop(idx, None)
         if not segs:
             continue
         wt = _pass_weights(segs, len(dur))
         keep = wt > 0
-        gaps.append(dur[keep])
-        weights.append(wt[keep].astype(np.int32))   # (at most the requests: fits)
-    # weights in 32 bits unless a count needs more
-    return _drained(gaps, np.float64), _drained(weights, np.int64 if zeros >> 31 else np.int32)
-
-
-def _drained(parts: list, dtype) -> np.ndarray:
-    """The concatenation of ``parts``, each freed once copied: a long run's ITL parts (tens
-    of millions of passes) are not held twice (the result's pages are touched as it
-    fills)."""
-    out = np.empty(sum(len(p) for p in parts), dtype=dtype)
-    parts.reverse()
-    at = 0
-    while parts:
-        part = parts.pop()
-        out[at:at + len(part)] = part
-        at += len(part)
-    return out
+        m = int(np.count_nonzero(keep))
+        gaps[n:n + m] = dur[keep]
+        weights[n:n + m] = wt[keep]          # (at most the requests: fits in 32 bits)
+        n += m
+    return gaps[:n], weights[:n]
 
 
 def _pass_weights(segs: Sequence[int], num_passes: int) -> np.ndarray:

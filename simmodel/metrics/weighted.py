@@ -4,7 +4,7 @@
 sequence ``np.repeat(values, weights)`` without building it.  A long run's pooled ITL
 samples are one entry per pass (tens of millions at a million requests), so the
 arrays are never copied whole: one ``argsort`` (8 bytes an entry) and the cumulative
-weights in sorted order (8 bytes an entry) are all that is held besides the inputs, and
+weights in sorted order (4 bytes an entry) are all that is held besides the inputs, and
 sums run over chunks.
 
 * min, max and the nearest-rank percentiles (``percentile_index``) are exact;
@@ -92,19 +92,21 @@ def checked_samples(values, weights=None) -> tuple[np.ndarray, np.ndarray]:
 
 class Ranked:
     """Samples (non-empty ``v``, positive integer weights ``w``) in sorted order:
-    ``order`` (argsort of ``v``, stable) and ``cum`` (cumulative weights along it)."""
+    ``order`` (argsort of ``v``, stable) and ``cum`` (cumulative weights along it, in 32
+    bits unless the total needs more)."""
 
     def __init__(self, v: np.ndarray, w: np.ndarray):
         self.v, self.w = v, w
+        self.total = int(np.sum(w, dtype=np.int64))
+        kind = np.int32 if self.total >> 31 == 0 else np.int64
         self.order = np.argsort(v, kind="stable")
-        self.cum = np.empty(v.size, dtype=np.int64)
+        self.cum = np.empty(v.size, dtype=kind)
         carry = 0
         for a in range(0, v.size, CHUNK):
             part = self.cum[a:a + CHUNK]
-            np.cumsum(w[self.order[a:a + CHUNK]], dtype=np.int64, out=part)
+            np.cumsum(w[self.order[a:a + CHUNK]], dtype=kind, out=part)
             part += carry
             carry = int(part[-1])
-        self.total = carry
 
     def at_rank(self, k: int) -> float:
         """The value at position ``k`` of the expanded sorted sequence."""

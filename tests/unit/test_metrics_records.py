@@ -206,3 +206,22 @@ def test_collect_is_the_result_of_a_plain_snapshot():
     assert a.summary == b.summary
     assert b.summary["decode_worker_seconds"] == pytest.approx(
         len(snap.workers) * b.summary["service_end_ms"] / 1000.0)
+
+
+def test_a_consumed_snapshot_gives_the_same_result_and_is_emptied(monkeypatch):
+    import simmodel
+    import simmodel.metrics.collect as collect_module
+    from simmodel.rng import Streams
+    from simmodel.sim import build, run_until
+
+    monkeypatch.setattr(collect_module, "_CHUNK", 3)     # several chunks of requests
+    sc = simmodel.load_scenario(TINY)
+    cluster = build(sc, Streams(sc.seed))
+    run_until(cluster.env, sc.run.max_sim_time_ms)
+    snap = snapshot(cluster)
+    assert len(snap.requests) > 3
+    kept = result(sc, snap, 0.0)
+    consumed = result(sc, snap, 0.0, consume=True)
+    assert snap.requests == []
+    pd.testing.assert_frame_equal(kept.requests, consumed.requests, check_exact=True)
+    assert kept.summary == consumed.summary
