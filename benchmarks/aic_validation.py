@@ -110,11 +110,12 @@ def memo_section(path: str, minutes: float) -> None:
     h = model.handle
     errs, added = [], []
     for chunks, n_dec, dec in passes:
-        want = exact_ms(h, chunks, n_dec, dec)
+        kernels = exact_ms(h, chunks, n_dec, dec)
+        want = kernels + (model.overhead_ms if chunks else 0.0)   # a prefill's dispatch
         errs.append(model.raw_pass_ms(chunks, n_dec, dec) / want - 1)
         if chunks and n_dec:
             alone = exact_ms(h, chunks, 0, 0) + exact_ms(h, (), n_dec, dec)
-            added.append(alone / want - 1)
+            added.append(alone / kernels - 1)
     run_errs = []
     pairs = {(n, int(a) // n) for n, active in runs for a in active[:: max(1, len(active) // 64)]}
     for n, mean in sorted(pairs):

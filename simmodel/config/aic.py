@@ -4,7 +4,7 @@ database, ``simmodel.engine.aic_timing``), checked without the library: its name
 """
 from __future__ import annotations
 
-from simmodel.config.checks import ConfigError, choice, positive_int
+from simmodel.config.checks import ConfigError, choice, non_negative_number, positive_int
 
 #: ``database_mode``: how the library fills a shape it has not measured (its own names).
 DATABASE_MODES = ("SILICON", "HYBRID", "EMPIRICAL", "SOL")
@@ -13,7 +13,7 @@ DATABASE_MODES = ("SILICON", "HYBRID", "EMPIRICAL", "SOL")
 QUANT_KEYS = ("gemm_quant_mode", "moe_quant_mode", "kvcache_quant_mode", "fmha_quant_mode",
               "comm_quant_mode")
 STRING_KEYS = ("model", "system", "backend", "version", "database_mode") + QUANT_KEYS
-AIC_KEYS = STRING_KEYS + ("moe_tp_size", "moe_ep_size")
+AIC_KEYS = STRING_KEYS + ("moe_tp_size", "moe_ep_size", "prefill_overhead_ms")
 
 #: The engine backends the library models (its names are the simulator's).
 AIC_BACKENDS = ("vllm", "sglang", "trtllm")
@@ -41,6 +41,8 @@ def check_aic_keys(tm) -> None:
         choice("database_mode", tm.database_mode, DATABASE_MODES)
     positive_int("moe_tp_size", tm.moe_tp_size, allow_none=True)
     positive_int("moe_ep_size", tm.moe_ep_size, allow_none=True)
+    if tm.prefill_overhead_ms != "auto":
+        non_negative_number("prefill_overhead_ms", tm.prefill_overhead_ms, allow_none=True)
 
 
 def moe_sizes(tm, gpus: int) -> tuple[int, int]:

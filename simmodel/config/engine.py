@@ -33,7 +33,7 @@ class TimingConfig:
     (``simmodel.engine.aic_timing``): ``model`` (a config shipped with the library, or a
     folder with a ``config.json``), ``system`` (GPU), ``backend`` (default: the engine's),
     ``version`` (default: the database's current one), MoE parallelism, quantisation
-    modes and ``database_mode`` (``simmodel.config.aic``)."""
+    modes, ``database_mode`` and ``prefill_overhead_ms`` (``simmodel.config.aic``)."""
 
     type: str = "polynomial"
     prefill_ms: Optional[float] = None   # fixed model: duration of a pass with prefill work
@@ -52,6 +52,7 @@ class TimingConfig:
     fmha_quant_mode: Optional[str] = None
     comm_quant_mode: Optional[str] = None
     database_mode: Optional[str] = None
+    prefill_overhead_ms: Optional[float | str] = None   # null / "auto": the library's
 
     def __post_init__(self):
         choice("type", self.type, TIMING_TYPES)

@@ -210,13 +210,7 @@ def _compile(spec: AicSpec) -> bytes:
     ``spec.database_mode`` (which that function does not take)."""
     from aiconfigurator_core import engine_spec_bincode_from_json
     from aiconfigurator_core.sdk import engine as eng, perf_database
-    from aiconfigurator_core.sdk.config_builders import apply_nextn, build_model_config
-    from aiconfigurator_core.sdk.models import get_model
-    kw = spec.parallel_kwargs()
-    nextn = kw.pop("nextn")
-    config = build_model_config(pp_size=1, **kw)
-    apply_nextn(config, nextn)
-    model = get_model(spec.model_path, config, spec.backend)
+    model, config = _model(spec)
     database = perf_database.get_database(spec.system, spec.backend, spec.version,
                                           database_mode=spec.database_mode)
     text = eng.build_engine_spec_json(model, model_path=spec.model_path, system=spec.system,
@@ -224,6 +218,28 @@ def _compile(spec: AicSpec) -> bytes:
                                       kv_block_size=None, systems_path=None,
                                       nextn=config.nextn, database=database)
     return bytes(engine_spec_bincode_from_json(text))
+
+
+def _model(spec: AicSpec):
+    """(the library's model object, its config) for ``spec``."""
+    from aiconfigurator_core.sdk.config_builders import apply_nextn, build_model_config
+    from aiconfigurator_core.sdk.models import get_model
+    kw = spec.parallel_kwargs()
+    nextn = kw.pop("nextn")
+    config = build_model_config(pp_size=1, **kw)
+    apply_nextn(config, nextn)
+    return get_model(spec.model_path, config, spec.backend), config
+
+
+@functools.lru_cache(maxsize=32)
+def dispatch_overhead_ms(spec: AicSpec) -> float:
+    """The library's calibrated CPU-side dispatch cost of a prefill (ms), which its
+    kernel measurements do not contain: its backend's ``_prefill_dispatch_overhead_ms``
+    (vLLM: 0.8 ms per layer of the model, fitted by the library to its measured serving
+    runs; SGLang and TRT-LLM: none)."""
+    from aiconfigurator_core.sdk.backends.factory import get_backend
+    model, _ = _model(spec)
+    return float(get_backend(spec.backend)._prefill_dispatch_overhead_ms(model))
 
 
 def _one_line(e: BaseException) -> str:

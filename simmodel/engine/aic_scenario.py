@@ -12,7 +12,8 @@
     (the prefill pool's model config, at its KV quantisation);
 
   both are printed in the summary (``num_gpu_blocks`` or ``prefill_num_gpu_blocks`` /
-  ``decode_num_gpu_blocks``, ``kv_bytes_per_token``).
+  ``decode_num_gpu_blocks``, ``kv_bytes_per_token``), with the dispatch cost of a
+  prefill pass (``prefill_overhead_ms``, of the pool that runs prefill passes).
 * ``energy``: after the run, the energy of the passes where the database has power
   data (``energy_kwh``, ``mean_power_w`` = ``power_w``, ``power_coverage``; null energy
   where it has none, docs/metrics.md).
@@ -26,6 +27,7 @@ import numpy as np
 from simmodel.config import ConfigError, EngineConfig, Scenario
 from simmodel.config.engine import AUTO
 from simmodel.config.scenario import uses_aic
+from simmodel.engine.clock import speedup_divisor
 from simmodel.errors import UserError
 
 
@@ -50,6 +52,8 @@ def prepare(scenario: Scenario) -> tuple[Scenario, dict]:
             if eng.aic:
                 specs[key] = spec = lib.resolve_spec(eng)
                 lib.engine_handle(spec)
+                if prefix != "decode_":         # the pool that runs prefill passes
+                    derived["prefill_overhead_ms"] = _overhead_ms(eng, spec)
                 if eng.num_gpu_blocks == AUTO:
                     tokens = lib.kv_budget(spec, eng)["total_kv_size_tokens"]
                     blocks = int(tokens) // eng.effective_block_size
@@ -132,8 +136,9 @@ def energy(scenario: Scenario, passes) -> dict:
 
     Each pass is taken at its logged shape (new prompt tokens, prompt entries, decoders,
     their context): the library's mixed step of that shape gives the power of its ops
-    that have power data (energy / latency), applied to the pass's simulated duration on
-    each of the worker's GPUs.  ``power_coverage``: the share of the simulated pass time
+    that have power data (energy / latency), applied to the pass's simulated duration
+    (less a prefill pass's dispatch time: CPU work, without power data) on each of the
+    worker's GPUs.  ``power_coverage``: the share of the simulated pass time
     whose ops have power data.  Energy covers forward passes only (no idle power); with
     no power data at all it is null."""
     from simmodel.engine import aic_library as lib
@@ -142,9 +147,10 @@ def energy(scenario: Scenario, passes) -> dict:
         rows = passes[passes["pool"] == prefix[:-1]] if prefix else passes
         if not eng.aic or rows.empty:
             continue
-        handle = lib.engine_handle(lib.resolve_spec(eng))
+        spec = lib.resolve_spec(eng)
+        handle = lib.engine_handle(spec)
         if _step_power(handle, PROBE)[1] > 0:          # its database has power data
-            e, c, b = _pool_energy(handle, rows, eng)
+            e, c, b = _pool_energy(handle, rows, eng, _dispatch_ms(eng, spec))
         else:
             e, c, b = 0.0, 0.0, float(np.sum(rows["end_ms"] - rows["start_ms"]))
         wms, covered_ms, busy_ms = wms + e, covered_ms + c, busy_ms + b
@@ -157,11 +163,25 @@ def energy(scenario: Scenario, passes) -> dict:
             "power_coverage": coverage}
 
 
-def _pool_energy(handle, rows, eng: EngineConfig) -> tuple[float, float, float]:
-    """(energy W·ms, covered GPU-ms, busy GPU-ms) of one pool's ``rows``."""
+def _overhead_ms(eng: EngineConfig, spec) -> float:
+    """A prefill pass's dispatch cost (ms, ``aic_timing.prefill_overhead_ms``)."""
+    from simmodel.engine.aic_timing import prefill_overhead_ms
+    return prefill_overhead_ms(eng, spec)
+
+
+def _dispatch_ms(eng: EngineConfig, spec) -> float:
+    """The simulated time (ms) of a prefill pass's dispatch cost."""
+    return _overhead_ms(eng, spec) / speedup_divisor(eng.speedup_ratio)
+
+
+def _pool_energy(handle, rows, eng: EngineConfig,
+                 dispatch_ms: float = 0.0) -> tuple[float, float, float]:
+    """(energy W·ms, covered GPU-ms, busy GPU-ms) of one pool's ``rows``; the
+    ``dispatch_ms`` of a pass with prefill work (CPU time) is busy, never covered."""
     from simmodel.engine.aic_timing import bucket_array
-    dur = (rows["end_ms"] - rows["start_ms"]).to_numpy(dtype=np.float64)
+    busy = (rows["end_ms"] - rows["start_ms"]).to_numpy(dtype=np.float64)
     tokens = rows["prefill_tokens"].to_numpy(dtype=np.int64)
+    dur = np.maximum(busy - np.where(tokens > 0, dispatch_ms, 0.0), 0.0)     # kernels
     entries = np.maximum(rows["num_prefill"].to_numpy(dtype=np.int64), 1)
     n_dec = rows["num_decode"].to_numpy(dtype=np.int64)
     context = rows["decode_tokens"].to_numpy(dtype=np.int64) // np.maximum(n_dec, 1)
@@ -174,4 +194,4 @@ def _pool_energy(handle, rows, eng: EngineConfig) -> tuple[float, float, float]:
     watts = np.divide(e, c, out=np.zeros_like(e), where=c > 0)
     gpus = eng.gpus_per_worker
     return (float(np.sum(watts * share * dur)) * gpus, float(np.sum(share * dur)) * gpus,
-            float(np.sum(dur)) * gpus)
+            float(np.sum(busy)) * gpus)

@@ -22,7 +22,18 @@ So a pass of ``k`` equal entries plus ``n`` decoders at ``s`` costs exactly
 ``mixed_step_latency(k·(p + t), n, p + t, osl, p)`` for the ``osl`` that puts the decoders at
 ``s`` (``tests/micro/test_aic_timing.py``); a prefill-only and a decode-only estimate are
 never added (their shared parts would be paid twice).  A pass of a prefill worker has no
-decoders, and a pass of a decode worker no prefill entries.  The total becomes the
+decoders, and a pass of a decode worker no prefill entries.
+
+**Prefill dispatch.**  The kernel database measures GPU kernels alone; a serving engine
+also spends CPU time dispatching a prefill pass (tensor creation and kernel launches
+across every layer), which the library adds to its own TTFT estimates
+(``_prefill_dispatch_overhead_ms`` of its backend: vLLM 0.8 ms per layer, calibrated by
+NVIDIA on its measured serving runs; SGLang and TRT-LLM none).  A pass with prefill work
+pays it once (``prefill_overhead_ms``, default the library's; decode-only passes, run
+from CUDA graphs, pay none): the library charges it per request, but its estimates
+assume one prefill per step, and paying it per entry would make a pass of many short
+prompts cost their count times the dispatch of one forward pass (measured against real
+runs in benchmarks/README.md, "End to end against real GPUs").  The total becomes the
 reference's nanosecond ``Duration`` and is divided by ``speedup_ratio``.
 
 **Memoisation.**  Each part is memoised on bucketed integer inputs (``bucket``): token
@@ -36,7 +47,8 @@ from __future__ import annotations
 import numpy as np
 
 from simmodel.config import EngineConfig
-from simmodel.engine.aic_library import AicSpec, engine_handle, resolve_spec
+from simmodel.engine.aic_library import (AicSpec, dispatch_overhead_ms, engine_handle,
+                                         resolve_spec)
 from simmodel.engine.clock import (batch_new_tokens, div_ns, div_ns_array, duration_ns,
                                    duration_ns_array, speedup_divisor)
 
@@ -60,6 +72,15 @@ def bucket_array(x: np.ndarray) -> np.ndarray:
     return np.where(x < EXACT_BELOW, x, (x + (step >> 1)) // step * step)
 
 
+def prefill_overhead_ms(engine: EngineConfig, spec: AicSpec) -> float:
+    """The dispatch cost (ms) added to a pass with prefill work: ``prefill_overhead_ms``
+    of the timing model, or (null, ``auto``) the library's own for the backend."""
+    given = engine.timing_model.prefill_overhead_ms
+    if given is None or given == "auto":
+        return dispatch_overhead_ms(spec)
+    return float(given)
+
+
 class AicTiming:
     """The ``aic`` timing model of one pool (its workers share it and its memo)."""
 
@@ -69,6 +90,7 @@ class AicTiming:
         self.spec = spec if spec is not None else resolve_spec(engine)
         self.handle = engine_handle(self.spec)
         self.scale = speedup_divisor(engine.speedup_ratio)
+        self.overhead_ms = prefill_overhead_ms(engine, self.spec)
         self._shared: dict = {}
         self._context: dict = {}
         self._decode: dict = {}
@@ -113,6 +135,8 @@ class AicTiming:
             ms += self.context_ms(k, new, before)
         if n_dec:
             ms += self.decode_attention_ms(n_dec, bucket(dec_tokens // n_dec))
+        if chunks:
+            ms += self.overhead_ms
         return ms
 
     # -- TimingModel -----------------------------------------------------------------------

@@ -2,7 +2,13 @@
 of NVIDIA's ``aiconfigurator-core`` library (Llama-3.1-8B on an H200, its current vLLM,
 SGLang and TRT-LLM databases).  Every expected value is the library's own answer for the
 pass's composition, on the reference's nanosecond grid; the inputs are chosen on exact
-memoisation buckets (multiples of the bucket step), so the comparison is exact."""
+memoisation buckets (multiples of the bucket step), so the comparison is exact.
+
+The kernel-composition tests build their engine with ``prefill_overhead_ms: 0``; the
+dispatch cost a prefill pass adds by default is tested on its own, from the library's
+calibration by hand: Llama-3.1-8B has 32 layers (``num_hidden_layers`` of its shipped
+config), and the vLLM backend charges 0.8 ms a layer (``VLLMBackend.
+_prefill_dispatch_overhead_ms``), SGLang and TRT-LLM nothing."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +31,15 @@ MODEL = "meta-llama/Meta-Llama-3.1-8B"
 AIC = {"type": "aic", "model": MODEL, "system": "h200_sxm"}
 
 
-def engine(backend: str = "vllm", **kw) -> EngineConfig:
-    return EngineConfig(backend=backend, timing_model=TimingConfig(**AIC), **kw)
+#: the default dispatch cost of a pass with prefill work (ms), by backend (see above)
+DISPATCH_MS = {"vllm": 32 * 0.8, "sglang": 0.0, "trtllm": 0.0}
+
+
+def engine(backend: str = "vllm", overhead=0.0, **kw) -> EngineConfig:
+    """An engine of ``backend`` with the aic model (``overhead``: its
+    ``prefill_overhead_ms``; None: the library's)."""
+    tm = TimingConfig(**AIC, prefill_overhead_ms=overhead)
+    return EngineConfig(backend=backend, timing_model=tm, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +119,24 @@ def test_ttft_of_a_lone_request_is_the_library_prefill(tmp_path, backend):
     h = engine_handle(resolve_spec(eng))             # that backend's own database
     res = run_one_worker(tmp_path, [row(0.0, range(64), 2)],
                          {"backend": backend, "timing_model": AIC}, coalesce=True)
-    ttft = res.requests.ttft_ms.iloc[0]
-    assert ttft == approx(ns(h.mixed_step_latency(1024, 0, 1024, 2, 0)))
+    ttft = res.requests.ttft_ms.iloc[0]             # the default dispatch cost included
+    assert ttft == approx(ns(h.mixed_step_latency(1024, 0, 1024, 2, 0) + DISPATCH_MS[backend]))
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang"])
+def test_a_prefill_pass_pays_the_dispatch_cost_once_and_a_decode_pass_none(backend):
+    bare, auto = AicTiming(engine(backend)), AicTiming(engine(backend, overhead=None))
+    assert auto.overhead_ms == pytest.approx(DISPATCH_MS[backend])
+    for chunks, n_dec in (([(1024, 0)], 0), ([(512, 0)] * 6, 0), ([(256, 512)], 16)):
+        added = auto.pass_ms(chunks, n_dec, n_dec * 700) - bare.pass_ms(chunks, n_dec, n_dec * 700)
+        assert added == approx(DISPATCH_MS[backend])        # one pass, however many entries
+    assert auto.decode_ms(16, 16 * 700) == bare.decode_ms(16, 16 * 700)
+
+
+def test_a_given_dispatch_cost_replaces_the_librarys_and_is_sped_up():
+    bare = AicTiming(engine(speedup_ratio=2.0))
+    given = AicTiming(engine(overhead=5.0, speedup_ratio=2.0))
+    assert given.pass_ms([(1024, 0)], 0, 0) - bare.pass_ms([(1024, 0)], 0, 0) == approx(2.5)
 
 
 def test_coalesced_decode_runs_cost_what_single_passes_cost():

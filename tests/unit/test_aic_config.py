@@ -61,6 +61,10 @@ def test_a_bucket_is_within_one_128th_of_its_input(x):
     (dict(type="aic", model="m", system="s", database_mode="FAST"), "database_mode"),
     (dict(type="aic", model="m", system="s", backend="tgi"), "backend"),
     (dict(type="aic", model="m", system="s", moe_ep_size=0), "moe_ep_size"),
+    (dict(prefill_overhead_ms=1.0), "prefill_overhead_ms"),          # not type aic
+    (dict(type="aic", model="m", system="s", prefill_overhead_ms=-1), "prefill_overhead_ms"),
+    (dict(type="aic", model="m", system="s", prefill_overhead_ms="some"),
+     "prefill_overhead_ms"),
 ])
 def test_aic_keys_are_checked(kw, key):
     with pytest.raises(ConfigError) as e:
@@ -141,7 +145,9 @@ def test_auto_blocks_are_the_memory_models_kv_tokens_in_blocks():
                             max_num_tokens=8192, max_batch_size=256,
                             memory_fraction_kind="of_total", memory_fraction_value=0.8)
     assert sc.cluster.engine.num_gpu_blocks == est["total_kv_size_tokens"] // 64
-    assert derived == {"num_gpu_blocks": est["total_kv_size_tokens"] // 64}
+    # with the vLLM dispatch cost of a prefill pass: 32 layers x 0.8 ms
+    assert derived == {"prefill_overhead_ms": pytest.approx(25.6),
+                       "num_gpu_blocks": est["total_kv_size_tokens"] // 64}
 
 
 def test_auto_bytes_per_token_is_the_whole_models_kv_of_a_token():
@@ -150,12 +156,19 @@ def test_auto_bytes_per_token_is_the_whole_models_kv_of_a_token():
     sc, derived = prepare(scenario({"prefill": pool, "decode": pool,
                                     "kv_transfer": {"bytes_per_token": "auto"}}))
     assert sc.cluster.kv_transfer.bytes_per_token == 32 * 8 * 128 * 2 * 2
-    assert derived == {"kv_bytes_per_token": 131072}
+    assert derived == {"prefill_overhead_ms": pytest.approx(25.6),     # the prefill pool's
+                       "kv_bytes_per_token": 131072}
 
 
 def test_without_aic_nothing_is_derived():
     sc = scenario({"engine": {"num_gpu_blocks": 100}})
     assert prepare(sc) == (sc, {})
+
+
+def test_the_dispatch_cost_takes_a_number_auto_or_null():
+    for value in (None, "auto", 0, 2.5):
+        assert TimingConfig(type="aic", model="m", system="s",
+                            prefill_overhead_ms=value).prefill_overhead_ms == value
 
 
 # -- energy ----------------------------------------------------------------------------
@@ -187,6 +200,21 @@ def test_pass_energy_is_the_covered_power_over_the_simulated_time():
     assert busy == 90.0
     assert covered == pytest.approx(2 / 3 * 90.0)
     assert energy == pytest.approx(500.0 * 2 / 3 * 90.0)
+
+
+def test_the_dispatch_time_of_a_prefill_pass_is_busy_but_has_no_power():
+    import pandas as pd
+
+    from simmodel.engine.aic_scenario import _pool_energy
+    rows = pd.DataFrame({"start_ms": [0.0, 30.0], "end_ms": [30.0, 45.0],
+                         "prefill_tokens": [512, 0], "num_prefill": [1, 0],
+                         "num_decode": [0, 8], "decode_tokens": [0, 8000]})
+    eng = EngineConfig(tensor_parallel_size=2, timing_model=TimingConfig(**LLAMA))
+    energy, covered, busy = _pool_energy(FakeHandle(), rows, eng, dispatch_ms=6.0)
+    # the prefill pass's kernels run 30 - 6 = 24 ms, the decode pass's 15 ms
+    assert busy == 90.0
+    assert covered == pytest.approx(2 / 3 * (24.0 + 15.0) * 2)
+    assert energy == pytest.approx(500.0 * covered)
 
 
 # -- without the library ---------------------------------------------------------------
