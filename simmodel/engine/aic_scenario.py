@@ -46,6 +46,7 @@ def prepare(scenario: Scenario) -> tuple[Scenario, dict]:
     if not uses_aic(scenario):
         return scenario, {}
     from simmodel.engine import aic_library as lib
+    from simmodel.engine.aic_timing import prefill_overhead_ms
     derived, engines, specs = {}, {}, {}
     for key, (prefix, eng) in _engines(scenario).items():
         with _keyed(scenario, key):
@@ -53,7 +54,7 @@ def prepare(scenario: Scenario) -> tuple[Scenario, dict]:
                 specs[key] = spec = lib.resolve_spec(eng)
                 lib.engine_handle(spec)
                 if prefix != "decode_":         # the pool that runs prefill passes
-                    derived["prefill_overhead_ms"] = _overhead_ms(eng, spec)
+                    derived["prefill_overhead_ms"] = prefill_overhead_ms(eng, spec)
                 if eng.num_gpu_blocks == AUTO:
                     tokens = lib.kv_budget(spec, eng)["total_kv_size_tokens"]
                     blocks = int(tokens) // eng.effective_block_size
@@ -163,15 +164,10 @@ def energy(scenario: Scenario, passes) -> dict:
             "power_coverage": coverage}
 
 
-def _overhead_ms(eng: EngineConfig, spec) -> float:
-    """A prefill pass's dispatch cost (ms, ``aic_timing.prefill_overhead_ms``)."""
-    from simmodel.engine.aic_timing import prefill_overhead_ms
-    return prefill_overhead_ms(eng, spec)
-
-
 def _dispatch_ms(eng: EngineConfig, spec) -> float:
     """The simulated time (ms) of a prefill pass's dispatch cost."""
-    return _overhead_ms(eng, spec) / speedup_divisor(eng.speedup_ratio)
+    from simmodel.engine.aic_timing import prefill_overhead_ms
+    return prefill_overhead_ms(eng, spec) / speedup_divisor(eng.speedup_ratio)
 
 
 def _pool_energy(handle, rows, eng: EngineConfig,
