@@ -19,7 +19,9 @@ with random benchmark prompts).  It compares mean TTFT, mean TPOT and the E2E th
 
 Rows are drawn at random (``--seed``) from those the library can cost: pipeline
 parallelism 1, a model config it ships, a system with a database for the backend (a
-quantisation the database cannot cost on that GPU is skipped and listed).  What the file
+quantisation the database cannot cost on that GPU is skipped and listed), one per distinct
+measurement (the file repeats some under several ids).  A row's ``batch_size`` is per
+attention-DP rank: the run had batch_size x attention_dp_size clients.  What the file
 does not say about the measured runs, and what is assumed instead:
 
 * how the clients' requests fall in time.  ``staggered`` (the default): client k starts
@@ -79,16 +81,32 @@ def usable(df: pd.DataFrame, backend: str, max_conc: int) -> pd.DataFrame:
     """Aggregated rows of ``backend`` that the library can cost, with their model name."""
     models = set(aic_library.shipped_models())
     systems = aic_library.databases()
-    df = df[(df["mode"] == "agg") & (df.backend == backend) & (df.pp_size == 1)
-            & (df.batch_size <= max_conc)].copy()
+    df = df[(df["mode"] == "agg") & (df.backend == backend) & (df.pp_size == 1)].copy()
+    df = df[[concurrency(r) <= max_conc for r in df.itertuples()]]
     df["aic_model"] = [library_model(m, models) for m in df.model_path]
     df["has_db"] = [backend in systems.get(s, {}) for s in df.system]
-    return df[df.aic_model.notna() & df.has_db]
+    df = df[df.aic_model.notna() & df.has_db]
+    # the file repeats some measurements under several ids (the same layout and lengths
+    # with the same TTFT and TPOT, some rounded to 0.01 ms): one run counts once
+    key = df.assign(t1=df.silicon_ttft_ms.round(1), t2=df.silicon_tpot_ms.round(2))
+    return df[~key.duplicated(_LAYOUT + ["t1", "t2"])]
+
+
+_LAYOUT = ["aic_model", "system", "precision", "gemm_quant_mode", "moe_quant_mode",
+           "tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size", "isl", "osl",
+           "batch_size"]
+
+
+def concurrency(row) -> int:
+    """The run's client count: ``batch_size`` is per attention-DP rank (the ids'
+    ``_c<N>_`` is batch_size x attention_dp_size in every vLLM and SGLang row)."""
+    dp = int(row.attention_dp_size) if row.attention_dp_size > 0 else 1
+    return int(row.batch_size) * dp
 
 
 def engine(row) -> dict:
     """One worker of the row's layout, costed by the aic model."""
-    conc = int(row.batch_size)
+    conc = concurrency(row)
     dp = int(row.attention_dp_size) if row.attention_dp_size > 0 else 1
     tp = int(row.tp_size)
     timing = {"type": "aic", "model": row.aic_model, "system": row.system,
@@ -105,7 +123,7 @@ def engine(row) -> dict:
 
 def pilot(row, folder: str) -> float:
     """Mean E2E (ms) of one closed-loop wave of ``concurrency`` requests sent at once."""
-    conc = int(row.batch_size)
+    conc = concurrency(row)
     sc = {"name": "silicon-pilot", "seed": 0,
           "workload": {"concurrency": conc, "synthetic": {
               "requests": conc, "input_tokens": int(row.isl),
@@ -120,7 +138,7 @@ def staggered_trace(row, waves: int, period_ms: float, path: str) -> None:
     next when the last completes); client k starts at k x period / concurrency (with a
     period of one request's E2E: the spread of a closed loop in its steady state; 0: all
     at once).  Every prompt is fresh blocks."""
-    conc, isl, osl = int(row.batch_size), int(row.isl), int(row.osl)
+    conc, isl, osl = concurrency(row), int(row.isl), int(row.osl)
     nb = -(-isl // TRACE_BLOCK)
     next_id = 0
     with open(path, "w") as f:
@@ -168,7 +186,7 @@ def compare(rows: pd.DataFrame, waves: int, clients: str) -> pd.DataFrame:
             out.append({"id": row.id, "model": row.aic_model, "system": row.system,
                         "precision": row.precision, "tp": row.tp_size,
                         "dp": row.attention_dp_size, "isl": row.isl, "osl": row.osl,
-                        "concurrency": row.batch_size,
+                        "concurrency": concurrency(row),
                         "real_ttft_ms": row.silicon_ttft_ms,
                         "real_tpot_ms": row.silicon_tpot_ms, "real_e2e_ms": real_e2e,
                         **sim})

@@ -39,6 +39,7 @@ Cost: one ``json.loads`` per line and O(len(hash_ids)) work per row (never per t
 """
 from __future__ import annotations
 
+from array import array
 from typing import TYPE_CHECKING, Optional
 
 from simmodel.errors import UserError
@@ -127,7 +128,9 @@ def _session_id(row: dict) -> Optional[str]:
 class _SessionRows:
     """Pass 1: the validated rows grouped into sessions, in order of their first rows.
 
-    The hash ids of all rows go into one flat list (``flat``); a session is
+    The hash ids of all rows go into one flat ``array('q')`` (``flat``: 8 bytes an id, where
+    a list would keep every parsed int object, some 36 bytes an id, and the freed ones
+    would leave the heap fragmented; a list only if an id does not fit 64 bits); a session is
     ``[session_id, rows]``, a row ``(line, start, end, input_length, output_length,
     output_token_ids, timestamp, delay, priority, strict_priority)`` with
     ``flat[start:end]`` its hash ids.
@@ -135,7 +138,7 @@ class _SessionRows:
 
     def __init__(self, trace_block_size: int):
         self.trace_block_size = trace_block_size
-        self.flat: list[int] = []
+        self.flat = array("q")
         self.sessions: list[list] = []
         self.by_id: dict[str, list] = {}
         # Per named session: (timestamp, line) of its latest turn, for delays and ordering.
@@ -163,7 +166,12 @@ class _SessionRows:
             self.last_ts[session_id] = (timestamp, lineno)
         flat = self.flat
         start = len(flat)
-        flat.extend(hashes)
+        try:
+            flat.extend(hashes)
+        except OverflowError:               # an id beyond 64 bits: a list from here on
+            flat = self.flat = list(flat)
+            del flat[start:]
+            flat.extend(hashes)
         session[1].append((lineno, start, len(flat), length, output_length,
                            output_token_ids, timestamp, delay, priority, strict))
 

@@ -44,6 +44,18 @@ def test_hash_ids_renumbered_by_first_appearance(tmp_path):
     assert w.meta["unique_hash_ids"] == 3
 
 
+def test_hash_ids_beyond_64_bits_are_renumbered_like_any_other(tmp_path):
+    # the ids are kept in a 64-bit array while they fit; the third row's id does not
+    # (2**64), so the store becomes a list there, its earlier ids kept: 2**63 - 1 -> 0,
+    # 5 -> 1, 2**64 -> 2, and 2**63 - 1 seen again -> 0
+    big = 2 ** 64
+    path = write_trace(tmp_path, [row(hash_ids=[2 ** 63 - 1]), row(hash_ids=[5]),
+                                  row(hash_ids=[5, big, 2 ** 63 - 1])])
+    w = read_mooncake(path)
+    assert [t.prompt.ids for t in turns(w)] == [(0,), (1,), (1, 2, 0)]
+    assert w.meta["unique_hash_ids"] == 3
+
+
 def test_renumbering_spans_sessions_and_file_order(tmp_path):
     # Canonical ids follow the file order even when sessions interleave:
     # line 1 s=a [5] -> (0,); line 2 s=b [6, 5] -> (1, 0); line 3 s=a [5, 8] -> (0, 2)
