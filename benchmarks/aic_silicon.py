@@ -15,7 +15,8 @@ with random benchmark prompts).  It compares mean TTFT, mean TPOT and the E2E th
 
     python benchmarks/aic_silicon.py [--backend vllm] [--rows 40] [--seed 0]
                                      [--clients staggered|together] [--waves 4]
-                                     [--max-concurrency 256] [--csv OUT]
+                                     [--max-concurrency 256] [--kv-cache checkpoint|model]
+                                     [--csv OUT]
 
 Rows are drawn at random (``--seed``) from those the library can cost: pipeline
 parallelism 1, a model config it ships, a system with a database for the backend (a
@@ -33,6 +34,12 @@ does not say about the measured runs, and what is assumed instead:
 * the request count (here ``waves`` x concurrency);
 * ``max_num_seqs`` and ``max_num_batched_tokens`` (here max(256, concurrency) and 8192,
   vLLM's defaults on these GPUs);
+* the KV cache's precision.  ``checkpoint`` (the default): fp8 for a row with fp8 or fp4
+  weights, as the library's own reading of a quantized checkpoint's config gives (the
+  shipped configs are the unquantized models, whose KV is 16-bit), and as quantized
+  vLLM deployments usually run (``--kv-cache-dtype fp8``); ``model``: the shipped
+  config's 16-bit KV.  It sets how many sequences fit the pool, so a long-output row at
+  high concurrency queues, or not, on it;
 * whether the figures are means or medians (compared here with means; with equal lengths
   in a closed loop the two differ little).
 """
@@ -104,8 +111,14 @@ def concurrency(row) -> int:
     return int(row.batch_size) * dp
 
 
-def engine(row) -> dict:
-    """One worker of the row's layout, costed by the aic model."""
+QUANTIZED = ("fp8", "nvfp4")   # rows whose weights are fp8 / fp4 checkpoints
+
+
+def engine(row, kv_cache: str = "checkpoint") -> dict:
+    """One worker of the row's layout, costed by the aic model.  ``kv_cache``:
+    ``checkpoint`` gives a row with fp8 / fp4 weights an fp8 KV cache, as the library does
+    for a quantized checkpoint's config (and a quantized vLLM deployment usually runs);
+    ``model``: the KV precision of the shipped (unquantized) model config."""
     conc = concurrency(row)
     dp = int(row.attention_dp_size) if row.attention_dp_size > 0 else 1
     tp = int(row.tp_size)
@@ -114,6 +127,8 @@ def engine(row) -> dict:
     for key in ("gemm_quant_mode", "moe_quant_mode"):
         if isinstance(getattr(row, key), str):
             timing[key] = getattr(row, key)
+    if kv_cache == "checkpoint" and row.gemm_quant_mode in QUANTIZED:
+        timing["kvcache_quant_mode"] = "fp8"
     if row.moe_ep_size > 0 and row.moe_tp_size > 0 and row.moe_tp_size * row.moe_ep_size == tp * dp:
         timing.update(moe_tp_size=int(row.moe_tp_size), moe_ep_size=int(row.moe_ep_size))
     return {"backend": row.backend, "tensor_parallel_size": tp, "dp_size": dp,
@@ -121,14 +136,14 @@ def engine(row) -> dict:
             "max_num_batched_tokens": 8192, "timing_model": timing}
 
 
-def pilot(row, folder: str) -> float:
+def pilot(row, folder: str, kv_cache: str) -> float:
     """Mean E2E (ms) of one closed-loop wave of ``concurrency`` requests sent at once."""
     conc = concurrency(row)
     sc = {"name": "silicon-pilot", "seed": 0,
           "workload": {"concurrency": conc, "synthetic": {
               "requests": conc, "input_tokens": int(row.isl),
               "output_tokens": int(row.osl), "arrival_interval_ms": 0.0}},
-          "cluster": {"workers": 1, "engine": engine(row)}}
+          "cluster": {"workers": 1, "engine": engine(row, kv_cache)}}
     req = run(sc, folder).requests
     return float(np.mean(req.terminal_time_ms - req.arrival_time_ms))
 
@@ -158,13 +173,13 @@ def run(sc: dict, folder: str):
     return simmodel.run(simmodel.load_scenario(path))
 
 
-def simulate(row, waves: int, folder: str, clients: str) -> dict:
-    period = pilot(row, folder) if clients == "staggered" else 0.0
+def simulate(row, waves: int, folder: str, clients: str, kv_cache: str) -> dict:
+    period = pilot(row, folder, kv_cache) if clients == "staggered" else 0.0
     staggered_trace(row, waves, period, os.path.join(folder, "trace.jsonl"))
     sc = {"name": "silicon", "seed": 0,
           "workload": {"trace": "trace.jsonl", "format": "mooncake",
                        "trace_block_size": TRACE_BLOCK},
-          "cluster": {"workers": 1, "engine": engine(row)}}
+          "cluster": {"workers": 1, "engine": engine(row, kv_cache)}}
     req = run(sc, folder).requests
     req = req[req.turn_index > 0]              # the clients' first requests are the ramp
     ttft = float(np.mean(req.ttft_ms))
@@ -173,12 +188,12 @@ def simulate(row, waves: int, folder: str, clients: str) -> dict:
             "sim_e2e_ms": ttft + tpot * (row.osl - 1)}
 
 
-def compare(rows: pd.DataFrame, waves: int, clients: str) -> pd.DataFrame:
+def compare(rows: pd.DataFrame, waves: int, clients: str, kv_cache: str) -> pd.DataFrame:
     out = []
     with tempfile.TemporaryDirectory() as folder:
         for row in rows.itertuples():
             try:
-                sim = simulate(row, waves, folder, clients)
+                sim = simulate(row, waves, folder, clients, kv_cache)
             except simmodel.UserError as e:      # a layout the database does not cover
                 print(f"  skipped {row.id}: {e}", file=sys.stderr)
                 continue
@@ -225,6 +240,9 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", choices=("staggered", "together"), default="staggered",
                     help="the clients start spread over one request's simulated E2E "
                          "(a closed loop's steady state) or all at once")
+    ap.add_argument("--kv-cache", choices=("checkpoint", "model"), default="checkpoint",
+                    help="checkpoint: fp8 KV for fp8 / fp4 rows (default); model: the "
+                         "shipped model config's KV precision")
     ap.add_argument("--csv", type=Path, help="write every compared run here")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -232,7 +250,7 @@ def main(argv=None) -> int:
     if args.rows and len(rows) > args.rows:
         rows = rows.sample(args.rows, random_state=args.seed)
     print(f"{len(rows)} {args.backend} runs drawn (seed {args.seed})", file=sys.stderr)
-    df = compare(rows, args.waves, args.clients)
+    df = compare(rows, args.waves, args.clients, args.kv_cache)
     if args.csv:
         df.to_csv(args.csv, index=False)
     report(df)

@@ -5,14 +5,16 @@ expected times are hand-computed below."""
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections import namedtuple
+from types import SimpleNamespace
 
 import numpy as np
 
 import simmodel
 
-Row = namedtuple("Row", "batch_size isl osl")
+Row = namedtuple("Row", "batch_size isl osl attention_dp_size", defaults=(1.0,))
 
 
 def silicon(repo):
@@ -53,3 +55,29 @@ def test_each_client_waits_for_its_last_request(repo, tmp_path):
         np.testing.assert_allclose(r.arrival_time_ms.iloc[1:].to_numpy(),
                                    r.terminal_time_ms.iloc[:-1].to_numpy())
     assert req[req.session_id == "c1"].arrival_time_ms.min() == 500.0
+
+
+def test_a_dp_row_runs_batch_size_clients_per_rank(repo, tmp_path):
+    bench = silicon(repo)
+    assert bench.concurrency(Row(8, 100, 5, 4.0)) == 32
+    assert bench.concurrency(Row(8, 100, 5, math.nan)) == 8   # no DP recorded: one rank
+    path = tmp_path / "trace.jsonl"
+    bench.staggered_trace(Row(2, 64, 3, 3.0), 1, 600.0, str(path))
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["timestamp"] for r in rows] == [0.0, 100.0, 200.0, 300.0, 400.0, 500.0]
+
+
+def _layout(gemm):
+    return SimpleNamespace(backend="vllm", aic_model="m", system="h200_sxm",
+                           gemm_quant_mode=gemm, moe_quant_mode=gemm, tp_size=2.0,
+                           attention_dp_size=1.0, moe_tp_size=1.0, moe_ep_size=1.0,
+                           batch_size=4.0)
+
+
+def test_a_quantized_row_gets_an_fp8_kv_cache_unless_asked_for_the_models(repo):
+    bench = silicon(repo)
+    for gemm in ("fp8", "nvfp4"):
+        assert bench.engine(_layout(gemm))["timing_model"]["kvcache_quant_mode"] == "fp8"
+        assert "kvcache_quant_mode" not in bench.engine(_layout(gemm), "model")["timing_model"]
+    for gemm in (math.nan, "int4_wo"):                   # unquantized / weight-only rows
+        assert "kvcache_quant_mode" not in bench.engine(_layout(gemm))["timing_model"]
