@@ -217,10 +217,10 @@ def _convert(hint: Any, value: Any, key: str, ctx: _Context):
                 return None
             raise ctx.error(key, "must not be null")
         non_none = [a for a in args if a is not type(None)]
-        if set(non_none) == {int, str}:     # a count or a keyword (``auto``)
+        if str in non_none and len(non_none) == 2:  # a number or a keyword (``auto``)
             if isinstance(value, str):
                 return value
-            non_none = [int]
+            non_none = [a for a in non_none if a is not str]
         if len(non_none) != 1:  # no config uses general unions; keep the failure explicit
             raise TypeError(f"unsupported config annotation {hint!r} for {key}")
         hint = non_none[0]

@@ -171,6 +171,20 @@ def test_the_dispatch_cost_takes_a_number_auto_or_null():
                             prefill_overhead_ms=value).prefill_overhead_ms == value
 
 
+@pytest.mark.parametrize("value", [0, 0.0, 2.5, "auto", None])
+def test_the_yaml_loader_takes_the_dispatch_cost_as_a_number_auto_or_null(value):
+    # A float-or-keyword annotation once crashed the loader with a TypeError traceback.
+    sc = scenario({"engine": {"timing_model": {**LLAMA, "prefill_overhead_ms": value}}})
+    got = sc.cluster.engine.timing_model.prefill_overhead_ms
+    assert got == value and type(got) is (float if isinstance(value, int) else type(value))
+
+
+def test_the_yaml_loader_names_the_key_of_a_non_number_dispatch_cost():
+    with pytest.raises(UserError, match=r"^s.yaml: cluster.engine.timing_model."
+                                        r"prefill_overhead_ms: must be a number, got a list$"):
+        scenario({"engine": {"timing_model": {**LLAMA, "prefill_overhead_ms": [1]}}})
+
+
 # -- energy ----------------------------------------------------------------------------
 
 def test_op_power_counts_only_ops_with_power_data():
