@@ -16,6 +16,7 @@ with random benchmark prompts).  It compares mean TTFT, mean TPOT and the E2E th
     python benchmarks/aic_silicon.py [--backend vllm] [--rows 40] [--seed 0]
                                      [--clients staggered|together] [--waves 4]
                                      [--max-concurrency 256] [--kv-cache checkpoint|model]
+                                     [--prefill-overhead-ms auto|MS]
                                      [--csv OUT]
 
 Rows are drawn at random (``--seed``) from those the library can cost: pipeline
@@ -114,16 +115,17 @@ def concurrency(row) -> int:
 QUANTIZED = ("fp8", "nvfp4")   # rows whose weights are fp8 / fp4 checkpoints
 
 
-def engine(row, kv_cache: str = "checkpoint") -> dict:
+def engine(row, kv_cache: str = "checkpoint", overhead_ms="auto") -> dict:
     """One worker of the row's layout, costed by the aic model.  ``kv_cache``:
     ``checkpoint`` gives a row with fp8 / fp4 weights an fp8 KV cache, as the library does
     for a quantized checkpoint's config (and a quantized vLLM deployment usually runs);
-    ``model``: the KV precision of the shipped (unquantized) model config."""
+    ``model``: the KV precision of the shipped (unquantized) model config.
+    ``overhead_ms``: the prefill dispatch cost (``auto``: the library's; 0: kernels alone)."""
     conc = concurrency(row)
     dp = int(row.attention_dp_size) if row.attention_dp_size > 0 else 1
     tp = int(row.tp_size)
     timing = {"type": "aic", "model": row.aic_model, "system": row.system,
-              "backend": row.backend}
+              "backend": row.backend, "prefill_overhead_ms": overhead_ms}
     for key in ("gemm_quant_mode", "moe_quant_mode"):
         if isinstance(getattr(row, key), str):
             timing[key] = getattr(row, key)
@@ -136,14 +138,14 @@ def engine(row, kv_cache: str = "checkpoint") -> dict:
             "max_num_batched_tokens": 8192, "timing_model": timing}
 
 
-def pilot(row, folder: str, kv_cache: str) -> float:
+def pilot(row, folder: str, knobs: dict) -> float:
     """Mean E2E (ms) of one closed-loop wave of ``concurrency`` requests sent at once."""
     conc = concurrency(row)
     sc = {"name": "silicon-pilot", "seed": 0,
           "workload": {"concurrency": conc, "synthetic": {
               "requests": conc, "input_tokens": int(row.isl),
               "output_tokens": int(row.osl), "arrival_interval_ms": 0.0}},
-          "cluster": {"workers": 1, "engine": engine(row, kv_cache)}}
+          "cluster": {"workers": 1, "engine": engine(row, **knobs)}}
     req = run(sc, folder).requests
     return float(np.mean(req.terminal_time_ms - req.arrival_time_ms))
 
@@ -173,13 +175,13 @@ def run(sc: dict, folder: str):
     return simmodel.run(simmodel.load_scenario(path))
 
 
-def simulate(row, waves: int, folder: str, clients: str, kv_cache: str) -> dict:
-    period = pilot(row, folder, kv_cache) if clients == "staggered" else 0.0
+def simulate(row, waves: int, folder: str, clients: str, knobs: dict) -> dict:
+    period = pilot(row, folder, knobs) if clients == "staggered" else 0.0
     staggered_trace(row, waves, period, os.path.join(folder, "trace.jsonl"))
     sc = {"name": "silicon", "seed": 0,
           "workload": {"trace": "trace.jsonl", "format": "mooncake",
                        "trace_block_size": TRACE_BLOCK},
-          "cluster": {"workers": 1, "engine": engine(row, kv_cache)}}
+          "cluster": {"workers": 1, "engine": engine(row, **knobs)}}
     req = run(sc, folder).requests
     req = req[req.turn_index > 0]              # the clients' first requests are the ramp
     ttft = float(np.mean(req.ttft_ms))
@@ -188,12 +190,12 @@ def simulate(row, waves: int, folder: str, clients: str, kv_cache: str) -> dict:
             "sim_e2e_ms": ttft + tpot * (row.osl - 1)}
 
 
-def compare(rows: pd.DataFrame, waves: int, clients: str, kv_cache: str) -> pd.DataFrame:
+def compare(rows: pd.DataFrame, waves: int, clients: str, knobs: dict) -> pd.DataFrame:
     out = []
     with tempfile.TemporaryDirectory() as folder:
         for row in rows.itertuples():
             try:
-                sim = simulate(row, waves, folder, clients, kv_cache)
+                sim = simulate(row, waves, folder, clients, knobs)
             except simmodel.UserError as e:      # a layout the database does not cover
                 print(f"  skipped {row.id}: {e}", file=sys.stderr)
                 continue
@@ -243,6 +245,9 @@ def main(argv=None) -> int:
     ap.add_argument("--kv-cache", choices=("checkpoint", "model"), default="checkpoint",
                     help="checkpoint: fp8 KV for fp8 / fp4 rows (default); model: the "
                          "shipped model config's KV precision")
+    ap.add_argument("--prefill-overhead-ms", default="auto",
+                    help="the prefill dispatch cost per pass: auto (the library's, default) "
+                         "or a number of ms (0: the kernels alone)")
     ap.add_argument("--csv", type=Path, help="write every compared run here")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -250,7 +255,10 @@ def main(argv=None) -> int:
     if args.rows and len(rows) > args.rows:
         rows = rows.sample(args.rows, random_state=args.seed)
     print(f"{len(rows)} {args.backend} runs drawn (seed {args.seed})", file=sys.stderr)
-    df = compare(rows, args.waves, args.clients, args.kv_cache)
+    overhead = args.prefill_overhead_ms
+    knobs = {"kv_cache": args.kv_cache,
+             "overhead_ms": overhead if overhead == "auto" else float(overhead)}
+    df = compare(rows, args.waves, args.clients, knobs)
     if args.csv:
         df.to_csv(args.csv, index=False)
     report(df)
