@@ -41,6 +41,7 @@ KEEP_FIELDS = (
     # disaggregated lifecycle
     "prefill_worker_idx", "prefill_admit_ms", "source_held_ms", "destination_reserved_ms",
     "destination_activated_ms", "decode_admit_ms", "source_released_ms",
+    "decode_reused_input_tokens",
 )
 
 

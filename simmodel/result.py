@@ -66,6 +66,10 @@ class RequestRecord:
     transfer_ms: float = NAN
     transfer_queue_ms: float = NAN   # kv_transfer.contention: time waiting for the link(s)
     transfer_gb_s: float = NAN       # kv_transfer.contention: achieved bandwidth
+    decode_reused_input_tokens: int = 0  # tokens the decode worker found cached when it
+                                         # re-admitted the request after a preemption
+                                         # (largest hit; the reservation's reuse is not
+                                         # counted, as in the reference)
 
 
 #: Columns of ``Result.requests`` (one row per request, in arrival order): the fields of

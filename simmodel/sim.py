@@ -199,7 +199,7 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
     formation = BatchFormation()            # shared by the cluster's workers
     pools = {"prefill": cl.prefill, "decode": cl.decode}
     timings = {role: make_timing(pool.engine) for role, pool in pools.items()}
-    retract = handoff.on_decode_retract if handoff.order == "destination_first" else None
+    retract = handoff.on_decode_retract    # a preemption frees blocks like a completion
     new_scheduler = _pool_schedulers(pools, timings, record, publisher is not None)
 
     def make_worker(role: str, i: int) -> Worker:
@@ -212,6 +212,8 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
             w.subscribe(on_done=handoff.on_prefill_done,
                         on_kv_events=publisher.on_kv_events if publish else None)
         else:
+            for rank, one in enumerate(getattr(sched, "ranks", (sched,))):
+                one.reservations_waiting = partial(handoff.reservations_waiting, i, rank)
             w = DecodeWorker(env, i, sched, **common, on_retract=retract,
                              inbound=partial(handoff.inbound_of, i))
             w.subscribe(on_done=handoff.on_decode_done)

@@ -89,8 +89,13 @@ class Handoff(BoundaryReservations, HandoffFaults):
         leaving."""
         return self._inbound[idx]
 
+    def reservations_waiting(self, idx: int, rank: int) -> bool:
+        """Reservations wait for blocks on decode worker ``idx``'s rank ``rank``."""
+        return bool(self.pending.get((idx, rank)))
+
     def on_decode_retract(self, w) -> None:
-        """SGLang, measured: a decode retraction frees slots like a completion does."""
+        """Measured: a decode worker's preemption (SGLang: retraction) frees blocks like
+        a completion does, so waiting reservations are retried."""
         for rank in range(self.decode_dp):
             self._retry_pending(w, rank)
 

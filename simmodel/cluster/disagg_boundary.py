@@ -74,27 +74,25 @@ class BoundaryReservations:
         """Blocks were freed on ``d``'s rank ``rank``: reservations waiting there go on,
         in order.
 
-        SGLang (destination first), measured: the waiting reservations rejoin the head
-        of the worker's deferred queue and are applied at the budget of the boundary
-        being settled (``_boundary``: one, plus one per destination activated there),
-        the rest at the following pass ends -- not all at once."""
+        Measured, both orders: the waiting reservations rejoin the head of the worker's
+        deferred queue and are applied at the budget of the boundary being settled
+        (``_boundary``: one, plus one per destination activated there and per transfer
+        that takes no time), the rest at the following pass ends -- not all at once
+        (vLLM: two waiting reservations that both fit when a request ends are reserved
+        one pass end apart when their transfers take time; ``long_disagg_pending``)."""
         key = (d.idx, rank)
-        queue = self.pending.get(key)
-        if not queue:
+        if not self.pending.get(key):
             return
-        if self.order == "destination_first":
-            hooked = bool(self.deferred[key]) and key not in self._unhooked
-            self._unblock(d, rank)
-            if not hooked:
-                self._unhooked.discard(key)
-                d.steps.at_this_boundary(self._step(d, rank))
+        hooked = bool(self.deferred[key]) and key not in self._unhooked
+        self._unblock(d, rank)
+        if hooked:
             return
-        while queue and self._reserve(d, queue[0]) is not None:
-            queue.popleft()
+        self._unhooked.discard(key)
+        d.steps.at_this_boundary(self._step(d, rank))
 
     def _unblock(self, d, rank: int) -> None:
-        """Destination first: reservations that waited for blocks on ``d``'s rank
-        ``rank`` rejoin the head of its deferred queue (the caller sees that it gets a
+        """Reservations that waited for blocks on ``d``'s rank ``rank`` rejoin the head
+        of its deferred queue (the caller sees that it gets a
         _boundary)."""
         key = (d.idx, rank)
         queue = self.pending.get(key)

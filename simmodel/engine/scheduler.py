@@ -61,6 +61,9 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
         # speculative decoding (aic_nextn): conditional draft acceptance rates
         self.mtp_rates = engine.accept_rates if self.role.decodes else ()
         self.mtp_rng = mtp_rng
+        # decode role: callable() -> reservations wait for this rank's blocks (set by the
+        # cluster's handoff; see _admit_transferred_behind)
+        self.reservations_waiting = None
 
     # -- queue ------------------------------------------------------------------------
     def cancel(self, req: EngineRequest) -> bool:
@@ -150,9 +153,12 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
         plan.preempted = preempted
         if not preempted:
             n = len(entries)
-            budget = self.admit_waiting(now, plan, budget)
-            if self.role.receives_prompts and self.waiting:
+            if self.reservations_waiting is not None and self.reservations_waiting():
                 budget = self._admit_transferred_behind(now, plan, budget)
+            else:
+                budget = self.admit_waiting(now, plan, budget)
+                if self.role.receives_prompts and self.waiting and not self.running:
+                    budget = self._admit_transferred_behind(now, plan, budget)
             plan.admitted = len(entries) - n
             if not (entries or plan.rejected or self.running or self.held) and self.waiting:
                 self._reject_head(plan)
@@ -306,9 +312,13 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
         r.computed = tokens
 
     def _admit_transferred_behind(self, now: float, plan: PassPlan, budget: int) -> int:
-        """Decode role: transferred requests already hold their blocks, so they may pass a
-        blocked head (this worker's own preempted request); otherwise a pool full of
-        reservations could never drain.  (Not observed in the reference either way.)"""
+        """Decode role: admit the transferred requests, passing the others (this
+        worker's own preempted requests).  Measured on the reference
+        (``long_disagg_pending``): while reservations wait for this rank's blocks, a
+        preempted request is not re-admitted (the reservations get freed blocks first)
+        and activated requests go in past it; otherwise the preempted head blocks them
+        (strict FCFS) until it fits.  With nothing running they pass it too: a pool full
+        of reservations could otherwise never drain."""
         running = self.running
         for r in list(self.waiting):
             if budget <= 0 or len(running) >= self.max_seqs:
@@ -350,7 +360,10 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
         for r, before, take in plan.entries:
             after = before + take
             plen = r.prompt_len
-            if before < plen and not r.transferred:
+            if before < plen and r.transferred:
+                if r.admissions > 1:          # decode side, re-admitted after preemption:
+                    committed += take         # counted (measured), not costed
+            elif before < plen:
                 committed += take             # recomputed generated tokens included
                 n += 1
                 s_isl += after if after < plen else plen

@@ -69,6 +69,7 @@ def _lifecycle(rec: RequestRecord, r, h, dp: int) -> None:
     rec.transfer_ms = h.transfer_ms
     rec.transfer_queue_ms = h.transfer_queue_ms
     rec.transfer_gb_s = h.transfer_gb_s
+    rec.decode_reused_input_tokens = r.reused    # set by re-admissions only
 
 
 def unreleased_record(turn, status: str) -> RequestRecord:

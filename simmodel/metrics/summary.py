@@ -230,10 +230,12 @@ def _tokens_and_reuse(done: Rows, total_in: int, total_out: int,
         "processed_tokens": total_in + total_out,
         "processed_tokens_per_s": _per_second(total_in + total_out, wall_time_ms),
         "processed_output_tokens_per_s": _per_second(total_out, wall_time_ms),
-        # as the reference: every cache hit, generated tokens a re-admission found included
-        "prefix_cache_reused_ratio": _ratio(int_sum(done["reused_input_tokens"]) + (
-            int_sum(done["reused_generated_tokens"])
-            if "reused_generated_tokens" in done else 0), total_in),
+        # as the reference: every cache hit, generated tokens a re-admission found and a
+        # decode worker's re-admissions included
+        "prefix_cache_reused_ratio": _ratio(int_sum(done["reused_input_tokens"]) + sum(
+            int_sum(done[c]) for c in ("reused_generated_tokens",
+                                       "decode_reused_input_tokens") if c in done),
+            total_in),
         "first_admission_prefix_cache_reused_ratio": _ratio(
             int_sum(done["first_admission_reused_input_tokens"]), total_in),
     }

@@ -63,7 +63,7 @@ def workers_with(passes):
 
 def test_request_columns_are_the_record_fields():
     assert REQUEST_COLUMNS == tuple(f.name for f in dataclasses.fields(RequestRecord))
-    assert len(set(REQUEST_COLUMNS)) == len(REQUEST_COLUMNS) == 37
+    assert len(set(REQUEST_COLUMNS)) == len(REQUEST_COLUMNS) == 38
 
 
 def test_released_request_row():
@@ -93,8 +93,11 @@ def test_disaggregated_row_takes_admission_and_reuse_from_the_prefill_side():
                         transfer_gb_s=40.0)
     rec = request_record(engine_request(handoff=h, first_admit_ms=17.0, reused=0))
     assert (rec.first_admit_ms, rec.reused_input_tokens,
-            rec.first_admission_reused_input_tokens, rec.reused_generated_tokens) == (
-        12.0, 32, 16, 0)
+            rec.first_admission_reused_input_tokens, rec.reused_generated_tokens,
+            rec.decode_reused_input_tokens) == (12.0, 32, 16, 0, 0)
+    # the decode side's own hit (a re-admission after preemption) has a column of its own
+    rec = request_record(engine_request(handoff=h, first_admit_ms=17.0, reused=64))
+    assert (rec.reused_input_tokens, rec.decode_reused_input_tokens) == (32, 64)
     assert (rec.prefill_worker_idx, rec.prefill_admit_ms, rec.source_held_ms,
             rec.destination_reserved_ms, rec.destination_activated_ms, rec.decode_admit_ms,
             rec.source_released_ms, rec.transfer_ms, rec.transfer_queue_ms,
@@ -124,7 +127,8 @@ def test_unreleased_turn_row_has_the_documented_defaults():
     assert all(math.isnan(row[c]) for c in times)
     assert (row.input_length, row.requested_output_length) == (100, 10)
     assert (row.output_length, row.reused_input_tokens,
-            row.first_admission_reused_input_tokens, row.reused_generated_tokens) == (0, 0, 0, 0)
+            row.first_admission_reused_input_tokens, row.reused_generated_tokens,
+            row.decode_reused_input_tokens) == (0, 0, 0, 0, 0)
     assert (row.decode_worker_idx, row.prefill_worker_idx) == (-1, -1)
     assert (row.admission_count, row.readmission_count, row.terminal_status) == (
         0, 0, "cancelled")

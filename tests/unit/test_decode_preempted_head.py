@@ -1,0 +1,57 @@
+"""A decode worker's preempted request at the head of its waiting queue (measured on the
+reference, the fidelity cases ``benchmarks/scenarios/long_disagg_*.yaml``): while
+reservations wait for the worker's blocks, activated requests go in past it and it is not
+re-admitted; otherwise it blocks them (strict FCFS).  Hand-built on a pool of 8 blocks of
+64 tokens."""
+from __future__ import annotations
+
+from simmodel.config import EngineConfig
+from simmodel.engine.request import EngineRequest
+from simmodel.engine.scheduler import VllmScheduler
+from simmodel.engine.timing import make_timing
+from simmodel.engine.tokens import TokenSequence
+from simmodel.workload.model import Prompt
+
+
+def request(uid: int, blocks: int) -> EngineRequest:
+    ids = tuple(range(100 * uid, 100 * uid + blocks))
+    return EngineRequest(uid, TokenSequence(Prompt(ids, 64, 64 * blocks), 64, uid), 50,
+                         arrival_ms=0.0)
+
+
+def one_pass(sched, now: float, idx: int):
+    plan = sched.schedule(now)
+    sched.settle(plan, now + plan.duration_ms, idx, True)
+    return plan
+
+
+def preempted_head_and_an_activated_request(waiting: bool):
+    """R and P (3 blocks each) decode; T's reservation (2 blocks) fills the pool, so R's
+    next block preempts P (LIFO); T is activated behind P."""
+    eng = EngineConfig(num_gpu_blocks=8, block_size=64)
+    sched = VllmScheduler(eng, make_timing(eng), role="decode")
+    sched.reservations_waiting = lambda: waiting
+    r, p, t = request(1, 3), request(2, 3), request(3, 2)
+    for q in (r, p):
+        assert sched.reserve(q) is not None
+        sched.activate(q)
+    one_pass(sched, 0.0, 0)                  # R and P emit their first tokens
+    assert sched.reserve(t) is not None      # the pool is full: 3 + 3 + 2 blocks
+    plan = one_pass(sched, 10.0, 1)          # R needs a 4th block: P is preempted
+    assert plan.preempted and list(sched.waiting) == [p]
+    sched.activate(t)
+    return sched, r, p, t
+
+
+def test_without_waiting_reservations_the_preempted_head_blocks_an_activated_request():
+    sched, r, p, t = preempted_head_and_an_activated_request(waiting=False)
+    plan = sched.schedule(20.0)
+    assert [e[0] for e in plan.entries] == [r]
+    assert list(sched.waiting) == [p, t]
+
+
+def test_while_reservations_wait_activated_requests_pass_the_preempted_head():
+    sched, r, p, t = preempted_head_and_an_activated_request(waiting=True)
+    plan = sched.schedule(20.0)
+    assert [e[0] for e in plan.entries] == [r, t]
+    assert list(sched.waiting) == [p]
