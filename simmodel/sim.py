@@ -200,7 +200,7 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
     pools = {"prefill": cl.prefill, "decode": cl.decode}
     timings = {role: make_timing(pool.engine) for role, pool in pools.items()}
     retract = handoff.on_decode_retract    # a preemption frees blocks like a completion
-    new_scheduler = _pool_schedulers(pools, timings, record, publisher is not None)
+    new_scheduler = _pool_schedulers(pools, timings, record, publisher is not None, handoff)
 
     def make_worker(role: str, i: int) -> Worker:
         publish = publisher is not None and role == "prefill"   # only prefill workers do
@@ -212,8 +212,6 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
             w.subscribe(on_done=handoff.on_prefill_done,
                         on_kv_events=publisher.on_kv_events if publish else None)
         else:
-            for rank, one in enumerate(getattr(sched, "ranks", (sched,))):
-                one.reservations_waiting = partial(handoff.reservations_waiting, i, rank)
             w = DecodeWorker(env, i, sched, **common, on_retract=retract,
                              inbound=partial(handoff.inbound_of, i))
             w.subscribe(on_done=handoff.on_decode_done)
@@ -246,12 +244,17 @@ def _build_disaggregated(scenario, env, workload, streams, concurrency, record,
     return cluster
 
 
-def _pool_schedulers(pools: dict, timings: dict, record: bool, publish: bool):
+def _pool_schedulers(pools: dict, timings: dict, record: bool, publish: bool, handoff):
     """``new_scheduler(role, idx)`` of a disaggregated cluster: a pool's engine and timing
-    model; KV events recorded if asked, or published by prefill workers to a KV router."""
+    model; KV events recorded if asked, or published by prefill workers to a KV router; a
+    decode rank sees whether reservations wait for its blocks."""
     def new_scheduler(role: str, i: int):
-        return make_scheduler(pools[role].engine, timings[role], worker=i, role=role,
-                              record_events=record or (publish and role == "prefill"))
+        sched = make_scheduler(pools[role].engine, timings[role], worker=i, role=role,
+                               record_events=record or (publish and role == "prefill"))
+        if role == "decode":
+            for rank, one in enumerate(getattr(sched, "ranks", (sched,))):
+                one.reservations_waiting = partial(handoff.reservations_waiting, i, rank)
+        return sched
     return new_scheduler
 
 
