@@ -209,5 +209,57 @@ def disagg(rnd: random.Random, long: bool) -> Case:
     return Case(rows, cluster, f"{p}P{d}D, {n} req at {rate:.2f}/s, decode {dec_blocks} blocks")
 
 
+def disagg_dp(rnd: random.Random, long: bool) -> Case:
+    """As ``disagg`` with attention DP: decode workers of 2 ranks (each with its own
+    blocks and reservations), prefill workers of 1 or 2."""
+    ids = Ids()
+    groups = [ids.take(rnd.randint(1, 4)) for _ in range(4)]
+    p, d = (2, 3) if long else (1, 2)
+    pdp = rnd.choice([1, 2])
+    n = 3000 if long else 600
+    rate = rnd.uniform(3.0, 5.0) * d * 2 / 3
+    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 8000, groups, 0.3, 20, 500)
+    dec_blocks = rnd.choice([1500, 2500])
+    cluster = {"prefill": {"workers": p, "engine": engine(64, dp_size=pdp)},
+               "decode": {"workers": d, "engine": engine(64, dec_blocks, dp_size=2)},
+               "kv_transfer": {"bandwidth_gb_s": 25.0, "bytes_per_token": 131072}}
+    return Case(rows, cluster, f"{p}P(dp{pdp}){d}D(dp2), {n} req at {rate:.2f}/s, "
+                f"decode {dec_blocks} blocks a rank")
+
+
+def dp_pressure(rnd: random.Random, long: bool) -> Case:
+    """Aggregated attention DP (2 or 4 ranks a worker, round robin over the ranks) under
+    KV pressure with shared prefixes."""
+    ids = Ids()
+    groups = [ids.take(rnd.randint(1, 4)) for _ in range(6)]
+    w, dp = rnd.choice([(1, 4), (2, 2)])
+    n = 3000 if long else 600
+    rate = rnd.uniform(1.2, 1.8) * w * dp
+    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 4000, groups, 0.3, 20, 400)
+    blocks = rnd.choice([1500, 2500])
+    return Case(rows, {"workers": w, "engine": engine(64, blocks, dp_size=dp),
+                       "router": {"mode": "round_robin"}},
+                f"{w} workers x dp{dp}, {n} req at {rate:.2f}/s, {blocks} blocks a rank")
+
+
+def disagg_sglang(rnd: random.Random, long: bool) -> Case:
+    """As ``disagg`` with the SGLang backend (destination reserved at arrival, 1-token
+    pages): decode pools of 96,000-160,000 token slots."""
+    ids = Ids()
+    groups = [ids.take(rnd.randint(1, 4)) for _ in range(4)]
+    p, d = (3, 6) if long else (2, 3)
+    n = 3000 if long else 600
+    rate = rnd.uniform(3.0, 5.0) * d / 3
+    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 8000, groups, 0.3, 20, 500)
+    slots = rnd.choice([96_000, 160_000])
+    cluster = {"prefill": {"workers": p, "engine": {"backend": "sglang",
+                                                    "num_gpu_blocks": 1_048_576}},
+               "decode": {"workers": d, "engine": {"backend": "sglang", "num_gpu_blocks": slots}},
+               "kv_transfer": {"bandwidth_gb_s": 25.0, "bytes_per_token": 131072}}
+    return Case(rows, cluster, f"SGLang {p}P{d}D, {n} req at {rate:.2f}/s, decode {slots} "
+                "slots")
+
+
 SHAPES = {f.__name__: f for f in (kv_pressure, kv_pressure_fifo, sessions, many_workers,
-                                  hours, kv_router, disagg)}
+                                  hours, kv_router, disagg, disagg_dp, dp_pressure,
+                                  disagg_sglang)}

@@ -201,6 +201,18 @@ def test_summary_counts_and_throughputs_by_hand():
     assert (s["num_ttft_samples"], s["num_tpot_samples"], s["num_e2e_latency_samples"]) == (3, 2, 3)
 
 
+
+def test_reuse_ratio_counts_each_requests_largest_hit_of_any_admission():
+    # disaggregated rows: a prefill hit of 1,536 and a decode re-admission hit of 3,530
+    # count 3,530 (the larger, measured on the reference); a prefill hit of 100 plus 20
+    # generated tokens found at a re-admission count 120; the ratio is over 4,000 + 1,000
+    rows = [_row(input_length=4000, reused_input_tokens=1536, reused_generated_tokens=0,
+                 decode_reused_input_tokens=3530, terminal_time_ms=10.0, arrival_time_ms=0.0),
+            _row(input_length=1000, reused_input_tokens=100, reused_generated_tokens=20,
+                 decode_reused_input_tokens=0, terminal_time_ms=20.0, arrival_time_ms=0.0)]
+    s = _summary(_frame(*rows), gaps=np.array([]), weights=np.array([]))
+    assert s["prefix_cache_reused_ratio"] == pytest.approx((3530 + 120) / 5000)
+
 def test_summary_latency_statistics_by_hand():
     s = _summary()
     # TTFT [10, 20, 30]: mean 20; n=3 -> median idx 1, p75 idx round(1.5)=2, p90.. idx 2;
