@@ -193,15 +193,23 @@ def kv_router(rnd: random.Random, long: bool) -> Case:
                 f"{n} req at {rate:.2f}/s, {w} groups", ref_runs=2, relabel_workers=True)
 
 
+def disagg_traffic(rnd: random.Random, long: bool, slots: int) -> tuple[list, int, float]:
+    """The disaggregated shapes' traffic: Poisson arrivals at 3-5/s per 3 decode slots
+    (workers x ranks), 500-8,000-token prompts, 30% on one of 4 group prefixes; (rows,
+    requests, rate)."""
+    ids = Ids()
+    groups = [ids.take(rnd.randint(1, 4)) for _ in range(4)]
+    n = 3000 if long else 600
+    rate = rnd.uniform(3.0, 5.0) * slots / 3
+    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 8000, groups, 0.3, 20, 500)
+    return rows, n, rate
+
+
 def disagg(rnd: random.Random, long: bool) -> Case:
     """Disaggregated prefill/decode pools (round robin each), KV transfer time, a decode
     pool small enough for reservations to wait."""
-    ids = Ids()
-    groups = [ids.take(rnd.randint(1, 4)) for _ in range(4)]
     p, d = (3, 6) if long else (2, 3)
-    n = 3000 if long else 600
-    rate = rnd.uniform(3.0, 5.0) * d / 3
-    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 8000, groups, 0.3, 20, 500)
+    rows, n, rate = disagg_traffic(rnd, long, d)
     dec_blocks = rnd.choice([1500, 2500])
     cluster = {"prefill": {"workers": p, "engine": engine(64)},
                "decode": {"workers": d, "engine": engine(64, dec_blocks)},
@@ -212,13 +220,9 @@ def disagg(rnd: random.Random, long: bool) -> Case:
 def disagg_dp(rnd: random.Random, long: bool) -> Case:
     """As ``disagg`` with attention DP: decode workers of 2 ranks (each with its own
     blocks and reservations), prefill workers of 1 or 2."""
-    ids = Ids()
-    groups = [ids.take(rnd.randint(1, 4)) for _ in range(4)]
     p, d = (2, 3) if long else (1, 2)
+    rows, n, rate = disagg_traffic(rnd, long, d * 2)
     pdp = rnd.choice([1, 2])
-    n = 3000 if long else 600
-    rate = rnd.uniform(3.0, 5.0) * d * 2 / 3
-    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 8000, groups, 0.3, 20, 500)
     dec_blocks = rnd.choice([1500, 2500])
     cluster = {"prefill": {"workers": p, "engine": engine(64, dp_size=pdp)},
                "decode": {"workers": d, "engine": engine(64, dec_blocks, dp_size=2)},
@@ -245,12 +249,8 @@ def dp_pressure(rnd: random.Random, long: bool) -> Case:
 def disagg_sglang(rnd: random.Random, long: bool) -> Case:
     """As ``disagg`` with the SGLang backend (destination reserved at arrival, 1-token
     pages): decode pools of 96,000-160,000 token slots."""
-    ids = Ids()
-    groups = [ids.take(rnd.randint(1, 4)) for _ in range(4)]
     p, d = (3, 6) if long else (2, 3)
-    n = 3000 if long else 600
-    rate = rnd.uniform(3.0, 5.0) * d / 3
-    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 8000, groups, 0.3, 20, 500)
+    rows, n, rate = disagg_traffic(rnd, long, d)
     slots = rnd.choice([96_000, 160_000])
     cluster = {"prefill": {"workers": p, "engine": {"backend": "sglang",
                                                     "num_gpu_blocks": 1_048_576}},

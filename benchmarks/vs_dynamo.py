@@ -415,9 +415,12 @@ def compare_requests(pairs) -> dict:
                 best = {"rel_err": err, "session_id": mine.get("session_id"),
                         "turn_index": _int(mine.get("turn_index")), "ours": a, "ref": b}
         worst[metric] = best
+    fields = ["terminal_status", "output_length", "reused_input_tokens", "decode_worker_idx",
+              "prefill_worker_idx"]
+    if LIFECYCLE_TIMES[0] in metrics:       # disaggregated: the decode side's own hit too
+        fields.append("decode_reused_input_tokens")
     mismatches = {}
-    for field in ("terminal_status", "output_length", "reused_input_tokens", "decode_worker_idx",
-                  "prefill_worker_idx"):
+    for field in fields:
         conv = _status if field == "terminal_status" else _int
         mismatches[field] = sum(1 for mine, ref in pairs
                                 if ref.get(field) is not None  # e.g. no prefill pool

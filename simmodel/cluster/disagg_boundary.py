@@ -92,8 +92,7 @@ class BoundaryReservations:
 
     def _unblock(self, d, rank: int) -> None:
         """Reservations that waited for blocks on ``d``'s rank ``rank`` rejoin the head
-        of its deferred queue (the caller sees that it gets a
-        _boundary)."""
+        of its deferred queue (the caller sees that it gets a ``_boundary``)."""
         key = (d.idx, rank)
         queue = self.pending.get(key)
         if queue:
