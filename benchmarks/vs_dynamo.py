@@ -416,7 +416,7 @@ def compare_requests(pairs) -> dict:
                         "turn_index": _int(mine.get("turn_index")), "ours": a, "ref": b}
         worst[metric] = best
     fields = ["terminal_status", "output_length", "reused_input_tokens", "decode_worker_idx",
-              "prefill_worker_idx"]
+              "prefill_worker_idx", "admission_count", "readmission_count"]
     if LIFECYCLE_TIMES[0] in metrics:       # disaggregated: the decode side's own hit too
         fields.append("decode_reused_input_tokens")
     mismatches = {}

@@ -90,8 +90,13 @@ class Handoff(BoundaryReservations, HandoffFaults):
         return self._inbound[idx]
 
     def reservations_waiting(self, idx: int, rank: int) -> bool:
-        """Reservations wait for blocks on decode worker ``idx``'s rank ``rank``."""
-        return bool(self.pending.get((idx, rank)))
+        """Reservations wait for decode worker ``idx``'s rank ``rank``: for its blocks
+        (vLLM), or for its blocks or pass ends (SGLang; measured, see the schedulers'
+        ``reservations_waiting``)."""
+        key = (idx, rank)
+        if self.order == "destination_first":
+            return bool(self.pending.get(key) or self.deferred.get(key))
+        return bool(self.pending.get(key))
 
     def on_decode_retract(self, w) -> None:
         """Measured: a decode worker's preemption (SGLang: retraction) frees blocks like

@@ -63,6 +63,9 @@ class SchedulerBase:
         self.held = 0                          # held sources / reserved destinations
         self.mtp_emissions = 0                 # speculative decoding: request-passes that
         self.mtp_tokens = 0                    # emitted tokens, and those tokens
+        # decode role: callable() -> reservations wait for this rank (set by the
+        # cluster's handoff; vLLM: _admit_transferred_behind, SGLang: _behind_reservations)
+        self.reservations_waiting = None
 
     # -- hooks ---------------------------------------------------------------------------
     def admit_waiting(self, now: float, plan: PassPlan, budget: int) -> int:

@@ -61,9 +61,6 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
         # speculative decoding (aic_nextn): conditional draft acceptance rates
         self.mtp_rates = engine.accept_rates if self.role.decodes else ()
         self.mtp_rng = mtp_rng
-        # decode role: callable() -> reservations wait for this rank's blocks (set by the
-        # cluster's handoff; see _admit_transferred_behind)
-        self.reservations_waiting = None
 
     # -- queue ------------------------------------------------------------------------
     def cancel(self, req: EngineRequest) -> bool:

@@ -49,7 +49,9 @@ conservativeness, *not* capped at 1, *measured*; floor = 0.14 × init).
 slots on the decode worker at arrival, reusing its cached prefix; ``activate`` caches
 the arrived prompt in the tree (freeing pages it duplicates, *measured*) and puts the
 request straight into the running batch at the next pass, whose decode step emits the
-first visible token.
+first visible token.  While reservations wait for a decode rank (for slots, or
+for its pass ends) and requests run there, a retracted request is not re-admitted
+(*measured*, ``long_disagg_sglang_retract``).
 
 **Attention DP** (``dp_size`` > 1, *measured*): each rank chunks at
 ``chunked_prefill_size // dp_size`` tokens (``max_prefill_tokens`` is not divided) and
@@ -61,7 +63,6 @@ O(segments) per request looked at; per coalesced decode run O(running + passes).
 """
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 
 from simmodel.config import EngineConfig
@@ -145,7 +146,7 @@ class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
         plan = PassPlan()
         if self.role.receives_prompts and self.waiting:
             self._admit_transferred(now)
-        if not (self.forced_decode > 0 and self.running):
+        if not (self.forced_decode > 0 and self.running) and not self._behind_reservations():
             self.admit_waiting(now, plan, self.max_prefill)
         if plan.entries:
             if self.interval:
@@ -159,21 +160,6 @@ class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
         self._cost(plan)
         plan.kv_blocks_active = self.kv.active_blocks
         return plan
-
-    def _admit_transferred(self, now: float) -> None:
-        """Decode role: requests whose prompt KV arrived join the running batch (their
-        slots were reserved at the handoff), in arrival order, up to max_num_seqs."""
-        keep = deque()
-        running = self.running
-        for r in self.waiting:
-            if r.transferred and r.admissions == 0 and len(running) < self.max_seqs:
-                r.state = RUNNING
-                r.first_admit_ms = now
-                r.admissions = 1
-                running.append(r)
-            else:
-                keep.append(r)
-        self.waiting = keep
 
     def _match(self, r: EngineRequest, lease: _Lease) -> tuple:
         """The admission walk's lookup of a fresh request (the LPM memo, same result)."""

@@ -9,23 +9,48 @@ decode steps up to the first completion are known when the run starts: ``decode_
 gives their durations (mutating nothing) and ``commit_decode_run`` applies the first
 ``m`` of them at once -- slots taken pass by pass (evicting as per-pass scheduling
 would), ``new_token_ratio`` decayed once per pass, tokens, completions -- and returns
-what happened (a ``RunOutcome`` with the passes' pass-log rows).  A mixin of
-``SglangScheduler`` (engine/sglang.py).
+what happened (a ``RunOutcome`` with the passes' pass-log rows).  The decode role's
+admission of transferred requests is here too.  A mixin of ``SglangScheduler``
+(engine/sglang.py).
 
 Event budget: none (pure); O(running + passes) per committed run.
 """
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from simmodel.engine.api import NO_RUN, PassPlan, RunOutcome
-from simmodel.engine.request import WAITING
+from simmodel.engine.request import RUNNING, WAITING
 
 RETRACT_DECODE_STEPS = 20    # in the new_token_ratio reset after a retraction
 
 
 class SglangDecode:
     """Decode steps and coalesced runs over an ``SglangScheduler``'s state."""
+
+    def _behind_reservations(self) -> bool:
+        """Decode role, measured: while reservations wait for this rank (for blocks,
+        or for its pass ends), a retracted request is not re-admitted, unless nothing
+        runs."""
+        return (self.reservations_waiting is not None and bool(self.running)
+                and self.reservations_waiting())
+
+    def _admit_transferred(self, now: float) -> None:
+        """Decode role: requests whose prompt KV arrived join the running batch (their
+        slots were reserved at the handoff), in arrival order, up to max_num_seqs."""
+        keep = deque()
+        running = self.running
+        for r in self.waiting:
+            if r.transferred and r.admissions == 0 and len(running) < self.max_seqs:
+                r.state = RUNNING
+                r.first_admit_ms = now
+                r.admissions = 1
+                running.append(r)
+            else:
+                keep.append(r)
+        self.waiting = keep
 
     def _step_need(self, reqs) -> int:
         """Slots one decode step of ``reqs`` takes: a page for each request whose
@@ -92,12 +117,16 @@ class SglangDecode:
         total length; else None.
 
         Frozen means: no prefill can form (nothing waits, or the running batch is at
-        ``max_num_seqs``), and the pool can supply every slot the run needs (so
+        ``max_num_seqs``), every running request has its first token, and the pool can supply every slot the run needs (so
         nothing is retracted).  The run ends with the pass in which the first request
         completes.  Nothing is mutated: ``commit_decode_run`` applies passes."""
         running = self.running
         n = len(running)
         if n == 0 or not self.role.decodes or not self.queue_shut():
+            return None
+        # a first token still to come (a transferred request that joined during a
+        # prefill pass, a muted prompt) is emitted by a pass of its own
+        if any(not r.generated for r in running):
             return None
         k, total = self._run_span(running, max_passes)
         if k < 2:

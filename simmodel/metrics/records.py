@@ -34,6 +34,11 @@ def request_record(r, dp_size: int = 1, prefill_dp: int = 1) -> RequestRecord:
     # the largest hit may reach into generated tokens (a re-admission after preemption)
     reused_input_tokens = reused if reused < input_length else input_length
     admission_count = r.admissions
+    readmission_count = admission_count - 1 if admission_count > 0 else 0
+    if h is not None:                       # disaggregated: both pools' admissions
+        pre = h.prefill.admissions
+        admission_count += pre
+        readmission_count += pre - 1 if pre > 0 else 0
     # positional, in field order (35 keyword arguments would cost ~5 µs a request, as
     # much as building the DataFrame); the locals carry the field names
     rec = RequestRecord(
@@ -48,7 +53,7 @@ def request_record(r, dp_size: int = 1, prefill_dp: int = 1) -> RequestRecord:
         input_length, r.requested_output, output_length,
         reused_input_tokens, src.first_reused, reused - reused_input_tokens,
         r.worker_idx * dp_size + r.dp_rank if r.worker_idx >= 0 else -1,   # decode_worker_idx
-        admission_count, admission_count - 1 if admission_count > 0 else 0,
+        admission_count, readmission_count,
         r.status, r.attempts, r.retried_ms)
     if h is not None:
         _lifecycle(rec, r, h, prefill_dp)

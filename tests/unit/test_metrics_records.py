@@ -86,7 +86,8 @@ def test_released_request_row():
 
 
 def test_disaggregated_row_takes_admission_and_reuse_from_the_prefill_side():
-    prefill = SimpleNamespace(first_admit_ms=12.0, reused=32, first_reused=16, dp_rank=0)
+    prefill = SimpleNamespace(first_admit_ms=12.0, reused=32, first_reused=16, dp_rank=0,
+                              admissions=1)
     h = SimpleNamespace(prefill=prefill, prefill_worker_idx=5, source_held_ms=14.0,
                         destination_reserved_ms=15.0, destination_activated_ms=16.0,
                         source_released_ms=18.0, transfer_ms=2.0, transfer_queue_ms=0.5,
@@ -98,6 +99,13 @@ def test_disaggregated_row_takes_admission_and_reuse_from_the_prefill_side():
     # the decode side's own hit (a re-admission after preemption) has a column of its own
     rec = request_record(engine_request(handoff=h, first_admit_ms=17.0, reused=64))
     assert (rec.reused_input_tokens, rec.decode_reused_input_tokens) == (32, 64)
+    # admissions in either pool count (as the reference's admission history): one at
+    # prefill and the decode side's two (a re-admission there)
+    assert (rec.admission_count, rec.readmission_count) == (3, 1)
+    prefill.admissions = 2                       # a prefill preempted once, too
+    rec2 = request_record(engine_request(handoff=h, admissions=1))
+    assert (rec2.admission_count, rec2.readmission_count) == (3, 1)
+    prefill.admissions = 1
     assert (rec.prefill_worker_idx, rec.prefill_admit_ms, rec.source_held_ms,
             rec.destination_reserved_ms, rec.destination_activated_ms, rec.decode_admit_ms,
             rec.source_released_ms, rec.transfer_ms, rec.transfer_queue_ms,
