@@ -193,6 +193,35 @@ def kv_router(rnd: random.Random, long: bool) -> Case:
                 f"{n} req at {rate:.2f}/s, {w} groups", ref_runs=2, relabel_workers=True)
 
 
+def kv_router_dp(rnd: random.Random, long: bool) -> Case:
+    """As ``kv_router`` with attention DP: one worker of 4 ranks, every rank a routing
+    target of its own, one group each (ranks may come out relabelled).  Not 2 workers of
+    2 ranks: the first requests' random ties would then decide which groups share a
+    worker's lock-step passes, and the reference's own runs differ (measured)."""
+    w, dp = 1, 4
+    case = kv_router(rnd, long)
+    case.cluster["workers"] = w
+    case.cluster["engine"] = engine(64, 4000, dp_size=dp)
+    case.note = f"{w} workers x dp{dp}, " + case.note
+    return case
+
+
+def sglang_pressure(rnd: random.Random, long: bool) -> Case:
+    """Aggregated SGLang (1-token pages) under KV pressure: retraction, radix-tree LRU
+    eviction, shared group prefixes (30%), schedule policy fifo or lpm."""
+    ids = Ids()
+    groups = [ids.take(rnd.randint(2, 4)) for _ in range(rnd.randint(3, 6))]
+    w = rnd.choice([1, 2])
+    n = 3000 if long else 800
+    rate = rnd.uniform(5.0, 7.0) * w
+    slots = rnd.choice([80_000, 96_000, 120_000])
+    policy = rnd.choice(["fifo", "lpm"])
+    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 4000, groups, 0.3, 20, 400)
+    eng = {"backend": "sglang", "num_gpu_blocks": slots, "sglang": {"schedule_policy": policy}}
+    return Case(rows, {"workers": w, "engine": eng, "router": {"mode": "round_robin"}},
+                f"SGLang {w} workers, {n} req at {rate:.2f}/s, {slots} slots, {policy}")
+
+
 def disagg_traffic(rnd: random.Random, long: bool, slots: int) -> tuple[list, int, float]:
     """The disaggregated shapes' traffic: Poisson arrivals at 3-5/s per 3 decode slots
     (workers x ranks), 500-8,000-token prompts, 30% on one of 4 group prefixes; (rows,
@@ -261,5 +290,5 @@ def disagg_sglang(rnd: random.Random, long: bool) -> Case:
 
 
 SHAPES = {f.__name__: f for f in (kv_pressure, kv_pressure_fifo, sessions, many_workers,
-                                  hours, kv_router, disagg, disagg_dp, dp_pressure,
-                                  disagg_sglang)}
+                                  hours, kv_router, kv_router_dp, sglang_pressure, disagg,
+                                  disagg_dp, dp_pressure, disagg_sglang)}

@@ -85,3 +85,25 @@ def test_a_request_that_joins_during_a_prefill_pass_gets_its_first_token_from_a_
     plan = one_pass(sched, 90.0, 3)
     assert t in [e[0] for e in plan.entries]
     assert t.generated == 1 and t.first_token_ms == 90.0 + plan.duration_ms
+
+
+def test_what_counts_as_waiting_reservations_for_each_order():
+    """The handoff's answer to a decode rank: vLLM (source first) counts reservations
+    waiting for blocks; SGLang (destination first) also those deferred to the rank's
+    pass ends (the waiting ones rejoin that queue and go on one per pass end)."""
+    import simpy
+
+    from simmodel.cluster.disagg import Handoff
+    from simmodel.config import KvTransferConfig
+
+    def handoff(order):
+        return Handoff(simpy.Environment(), [], [], KvTransferConfig(), (None, None),
+                       max_model_len=None, notify_done=None, order=order)
+
+    for order, deferred_counts in (("source_first", False), ("destination_first", True)):
+        h = handoff(order)
+        assert not h.reservations_waiting(0, 0)
+        h.deferred[(0, 0)].append(request(5, 4, 2))
+        assert h.reservations_waiting(0, 0) is deferred_counts
+        h.pending[(0, 1)].append(request(6, 4, 2))
+        assert h.reservations_waiting(0, 1) and not h.reservations_waiting(1, 1)
