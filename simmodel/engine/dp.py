@@ -8,8 +8,9 @@ router (``EngineRequest.dp_rank``); the reported worker index is ``worker × dp 
 
 ``DpScheduler`` presents the ranks (schedulers of any backend; an SGLang rank takes its
 share of the budgets itself, ``simmodel.engine.sglang``) to the worker process as one
-scheduler (the ``simmodel.engine.api.Scheduler`` interface).  Decode runs are not coalesced
-(``decode_run`` returns None); a handoff step goes to the request's rank.
+scheduler (the ``simmodel.engine.api.Scheduler`` interface).  A decode run is coalesced in
+lock-step when every rank with work has one of its own (``decode_run``; not with
+``prefill_schedule_interval`` > 1); a handoff step goes to the request's rank.
 
 ``prefill_schedule_interval`` k > 1 (probed on the reference): in a step that is not a
 multiple of k (the worker's step count), a rank schedules no work needing more than one
@@ -24,10 +25,15 @@ pass end come after it.
 """
 from __future__ import annotations
 
-from operator import attrgetter
+from operator import attrgetter, itemgetter
+
+import numpy as np
 
 from simmodel.engine.api import PassPlan, RunOutcome
 from simmodel.engine.base import SchedulerBase
+
+
+_time = itemgetter(0)
 
 
 def _total(name: str, doc: str) -> property:
@@ -147,15 +153,59 @@ class DpScheduler:
 
     settle = SchedulerBase.settle    # the ranks' KV events, then ``finish`` (as a rank's)
 
-    def decode_run(self, max_passes: int = 4096) -> None:
-        return None
+    # -- coalesced decode runs in lock-step ----------------------------------------------------
+    def decode_run(self, max_passes: int = 4096):
+        """A lock-step run: every rank with work has a decode run of its own (ranks with
+        nothing to do form empty batches and do not count); the run lasts until the
+        first completion on any rank, each pass as long as its slowest rank's.  None
+        with ``prefill_schedule_interval`` > 1 (its step count is kept pass by pass)."""
+        if self.interval > 1:
+            return None
+        runs = []
+        for r in self.ranks:
+            if r.has_work():
+                run = r.decode_run(max_passes)
+                if run is None:
+                    return None
+                runs.append(run[0])
+        if not runs:
+            return None
+        k = min(len(d) for d in runs)
+        if k < 2:
+            return None
+        durations = runs[0][:k].copy()
+        for d in runs[1:]:
+            np.maximum(durations, d[:k], out=durations)
+        return durations, sum(q.seq_len for q in self.running)
 
     def queue_shut(self) -> bool:
-        return False                 # (no decode run to keep going)
+        return all(r.queue_shut() for r in self.ranks)
 
     def commit_decode_run(self, durations, total: int, m: int, start: float,
                           pass_idx0: int, record_events: bool) -> RunOutcome:
-        raise RuntimeError("attention DP ranks do not coalesce decode runs")
+        """Each rank with work commits ``m`` passes at the lock-step pass ends; the pass-log
+        rows are the ranks' sums (an idle rank's blocks included, as a pass's)."""
+        outs, events, idle_blocks = [], [] if record_events else None, 0
+        first_end = start + float(durations[0])
+        for rank, r in enumerate(self.ranks):
+            if not r.running:
+                idle_blocks += r.kv.active_blocks
+                if events is not None:   # (what its last pass left: with the first pass)
+                    events.extend((first_end, kind, h, rank)
+                                  for kind, h in r.kv.drain_events())
+                continue
+            own = sum(q.seq_len for q in r.running)
+            out = r.commit_decode_run(durations, own, m, start, pass_idx0, record_events)
+            outs.append(out)
+            if events is not None and out.kv_events:
+                events.extend((t, kind, h, rank) for t, kind, h in out.kv_events)
+        if events:
+            events.sort(key=_time)         # (stable: rank order within a pass end)
+        first = outs[0]
+        done = [q for o in outs for q in o.done]
+        return RunOutcome(done, first.starts, first.stops, sum(o.num_decode for o in outs),
+                          sum(o.decode_tokens for o in outs),
+                          sum(o.kv_active for o in outs) + idle_blocks, events)
 
     # -- disaggregated handoff: the request's rank ----------------------------------------------
     def reserve(self, req) -> int | None:

@@ -151,6 +151,9 @@ class SglangDecode:
         running = self.running
         ends = self._run_ends(start, durations, m)
         events = [] if record_events else None
+        if events is not None:        # left by the last pass's settling: with the first
+            first_end = float(ends[1])
+            events.extend((first_end,) + ev for ev in self.kv.drain_events())
         kv_active = self._take_run_slots(m, ends, events)
         lease = self._lease
         for r in running:
@@ -158,10 +161,8 @@ class SglangDecode:
         out = self._run_outcome(running, m, pass_idx0, ends, total, kv_active, events)
         for r in running:
             r.computed = r.seq_len
-        if out.done and events is not None:
-            last_end = float(ends[-1])
-            for ev in self.kv.drain_events():
-                events.append((last_end,) + ev)
+        # (what the completions cached is published with the next pass, as when
+        # stepping: ``SchedulerBase.settle``)
         return out
 
     def _take_run_slots(self, m: int, ends: np.ndarray, events: list | None) -> np.ndarray:
