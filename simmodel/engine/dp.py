@@ -161,13 +161,14 @@ class DpScheduler:
         with ``prefill_schedule_interval`` > 1 (its step count is kept pass by pass)."""
         if self.interval > 1:
             return None
-        runs = []
+        runs, total = [], 0
         for r in self.ranks:
             if r.has_work():
                 run = r.decode_run(max_passes)
                 if run is None:
                     return None
                 runs.append(run[0])
+                total += run[1]
         if not runs:
             return None
         k = min(len(d) for d in runs)
@@ -176,7 +177,7 @@ class DpScheduler:
         durations = runs[0][:k].copy()
         for d in runs[1:]:
             np.maximum(durations, d[:k], out=durations)
-        return durations, sum(q.seq_len for q in self.running)
+        return durations, total
 
     def queue_shut(self) -> bool:
         return all(r.queue_shut() for r in self.ranks)

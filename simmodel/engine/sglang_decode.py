@@ -117,8 +117,8 @@ class SglangDecode:
         total length; else None.
 
         Frozen means: no prefill can form (nothing waits, or the running batch is at
-        ``max_num_seqs``), every running request has its first token, and the pool can supply every slot the run needs (so
-        nothing is retracted).  The run ends with the pass in which the first request
+        ``max_num_seqs``), every running request has its first token, and the pool can
+        supply every slot the run needs (so nothing is retracted).  The run ends with the pass in which the first request
         completes.  Nothing is mutated: ``commit_decode_run`` applies passes."""
         running = self.running
         n = len(running)
