@@ -92,24 +92,43 @@ class SglangDecode:
         """Decode out of memory: retract victims (``choose_victim``) until the step fits
         or one request is left.  A victim's computed tokens are cached; it goes to the
         back of the queue and recomputes later.  ``new_token_ratio`` is reset."""
-        kv = self.kv
         order = list(self.running)
-        retracted = []
-        while len(order) > 1 and kv.free_tokens + kv.evictable < self._step_need(order):
-            v = self.choose_victim(order)
-            order.remove(v)
-            self._release(v, cache=True)
-            v.computed = 0
-            v.state = WAITING
-            retracted.append(v)
-            self.preemptions += 1
-        keep = {id(r) for r in order}
-        self.running = [r for r in self.running if id(r) in keep]
+        retracted = self._victims(order)
+        gone = {id(r) for r in retracted}
+        for v in self.running:             # cached in running order (measured)
+            if id(v) in gone:
+                self._release(v, cache=True)
+                v.computed = 0
+                v.state = WAITING
+                self.preemptions += 1
+        self.running = order
         self.waiting.extend(retracted)
         plan.preempted = True
         decoded = sum(r.generated for r in self.running)
         max_new = sum(r.max_output for r in self.running)
         self.ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(self.running)) / (max_new + 1))
+
+    def _victims(self, order: list) -> list:
+        """Take victims (``choose_victim``) out of ``order`` until the step fits or one
+        request is left; they are returned in the order chosen, the pool as it was.
+        Their slots count as free while choosing: each one's private slots, and its
+        prefix once no other request holds it (the same room as releasing them)."""
+        kv, lease = self.kv, self._lease
+        victims = []
+        while len(order) > 1 and kv.free_tokens + kv.evictable < self._step_need(order):
+            v = self.choose_victim(order)
+            order.remove(v)
+            victims.append(v)
+            q = lease[v.uid]
+            kv.unlock(q.node)
+            kv.free_private(self._slots(q, q.kv))
+        for v in victims:
+            q = lease[v.uid]
+            n = self._slots(q, q.kv)
+            kv.free_tokens -= n
+            kv.private += n
+            kv.lock(q.node)
+        return victims
 
     def decode_run(self, max_passes: int = 4096) -> tuple[np.ndarray, int] | None:
         """If the batch cannot change until a request completes, the pass durations of
