@@ -275,6 +275,25 @@ def dp_pressure(rnd: random.Random, long: bool) -> Case:
                 f"{w} workers x dp{dp}, {n} req at {rate:.2f}/s, {blocks} blocks a rank")
 
 
+def dp_interval(rnd: random.Random, long: bool) -> Case:
+    """Aggregated attention DP with ``prefill_schedule_interval`` 2-4 (prefill only every
+    k-th lock-step step while ranks decode), chunked prompts, a load that leaves the
+    queues empty at times (when decode runs may coalesce) and KV pressure at others."""
+    ids = Ids()
+    groups = [ids.take(rnd.randint(1, 4)) for _ in range(6)]
+    w, dp = rnd.choice([(1, 2), (1, 4), (2, 2)])
+    k = rnd.choice([2, 3, 4])
+    n = 3000 if long else 600
+    rate = rnd.uniform(0.6, 1.5) * w * dp
+    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 200, 3000, groups, 0.3, 20, 300)
+    blocks = rnd.choice([1500, 4000])
+    eng = engine(64, blocks, dp_size=dp)
+    eng.update(prefill_schedule_interval=k, max_num_batched_tokens=2048)
+    return Case(rows, {"workers": w, "engine": eng, "router": {"mode": "round_robin"}},
+                f"{w} workers x dp{dp}, prefill every {k} steps, {n} req at {rate:.2f}/s, "
+                f"{blocks} blocks a rank")
+
+
 def disagg_sglang(rnd: random.Random, long: bool) -> Case:
     """As ``disagg`` with the SGLang backend (destination reserved at arrival, 1-token
     pages): decode pools of 96,000-160,000 token slots."""
@@ -291,4 +310,5 @@ def disagg_sglang(rnd: random.Random, long: bool) -> Case:
 
 SHAPES = {f.__name__: f for f in (kv_pressure, kv_pressure_fifo, sessions, many_workers,
                                   hours, kv_router, kv_router_dp, sglang_pressure, disagg,
-                                  disagg_dp, dp_pressure, disagg_sglang)}
+                                  disagg_dp, dp_pressure, disagg_sglang,
+                                  dp_interval)}

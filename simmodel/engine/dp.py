@@ -9,8 +9,9 @@ router (``EngineRequest.dp_rank``); the reported worker index is ``worker × dp 
 ``DpScheduler`` presents the ranks (schedulers of any backend; an SGLang rank takes its
 share of the budgets itself, ``simmodel.engine.sglang``) to the worker process as one
 scheduler (the ``simmodel.engine.api.Scheduler`` interface).  A decode run is coalesced in
-lock-step when every rank with work has one of its own (``decode_run``; not with
-``prefill_schedule_interval`` > 1); a handoff step goes to the request's rank.
+lock-step when every rank with work has one of its own (``decode_run``; with
+``prefill_schedule_interval`` > 1 only while no request waits); a handoff step goes to
+the request's rank.
 
 ``prefill_schedule_interval`` k > 1 (probed on the reference): in a step that is not a
 multiple of k (the worker's step count), a rank schedules no work needing more than one
@@ -157,9 +158,10 @@ class DpScheduler:
     def decode_run(self, max_passes: int = 4096):
         """A lock-step run: every rank with work has a decode run of its own (ranks with
         nothing to do form empty batches and do not count); the run lasts until the
-        first completion on any rank, each pass as long as its slowest rank's.  None
-        with ``prefill_schedule_interval`` > 1 (its step count is kept pass by pass)."""
-        if self.interval > 1:
+        first completion on any rank, each pass as long as its slowest rank's.  With
+        ``prefill_schedule_interval`` > 1 only while no rank has a request waiting (the
+        gate then decides nothing; the run's passes count as steps)."""
+        if self.interval > 1 and any(r.waiting for r in self.ranks):
             return None
         runs, total = [], 0
         for r in self.ranks:
@@ -202,6 +204,9 @@ class DpScheduler:
                 events.extend((t, kind, h, rank) for t, kind, h in out.kv_events)
         if events:
             events.sort(key=_time)         # (stable: rank order within a pass end)
+        self.step += m                     # (stepping counts a step a pass)
+        if not self.has_work():
+            self.step = 0
         first = outs[0]
         done = [q for o in outs for q in o.done]
         return RunOutcome(done, first.starts, first.stops, sum(o.num_decode for o in outs),

@@ -74,6 +74,11 @@ CLUSTERS = {
         "router": {"mode": "kv"}},
     "sglang dp2, pressure": {
         "workers": 1, "engine": {"backend": "sglang", "dp_size": 2, "num_gpu_blocks": 9000}},
+    "vllm dp2, prefill every 3 steps": {
+        "workers": 1, "engine": {"dp_size": 2, "prefill_schedule_interval": 3}},
+    "vllm dp4, prefill every 2 steps, pressure": {
+        "workers": 1, "engine": {"dp_size": 4, "prefill_schedule_interval": 2,
+                                 "num_gpu_blocks": 160}},
     "disaggregated, dp2 decode": {
         "prefill": {"workers": 1, "engine": {"dp_size": 2}},
         "decode": {"workers": 1, "engine": {"dp_size": 2, "num_gpu_blocks": 200}},
