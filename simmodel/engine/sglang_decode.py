@@ -122,11 +122,9 @@ class SglangDecode:
             q = lease[v.uid]
             kv.unlock(q.node)
             kv.free_private(self._slots(q, q.kv))
-        for v in victims:
+        for v in victims:                  # (what was freed above: no eviction)
             q = lease[v.uid]
-            n = self._slots(q, q.kv)
-            kv.free_tokens -= n
-            kv.private += n
+            kv.alloc(self._slots(q, q.kv))
             kv.lock(q.node)
         return victims
 
@@ -137,8 +135,9 @@ class SglangDecode:
 
         Frozen means: no prefill can form (nothing waits, or the running batch is at
         ``max_num_seqs``), every running request has its first token, and the pool can
-        supply every slot the run needs (so nothing is retracted).  The run ends with the pass in which the first request
-        completes.  Nothing is mutated: ``commit_decode_run`` applies passes."""
+        supply every slot the run needs (so nothing is retracted).  The run ends with
+        the pass in which the first request completes.  Nothing is mutated:
+        ``commit_decode_run`` applies passes."""
         running = self.running
         n = len(running)
         if n == 0 or not self.role.decodes or not self.queue_shut():
