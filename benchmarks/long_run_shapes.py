@@ -287,8 +287,8 @@ def dp_interval(rnd: random.Random, long: bool) -> Case:
     rate = rnd.uniform(0.6, 1.5) * w * dp
     rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 200, 3000, groups, 0.3, 20, 300)
     blocks = rnd.choice([1500, 4000])
-    eng = engine(64, blocks, dp_size=dp)
-    eng.update(prefill_schedule_interval=k, max_num_batched_tokens=2048)
+    eng = engine(64, blocks, dp_size=dp, prefill_schedule_interval=k,
+                 max_num_batched_tokens=2048)
     return Case(rows, {"workers": w, "engine": eng, "router": {"mode": "round_robin"}},
                 f"{w} workers x dp{dp}, prefill every {k} steps, {n} req at {rate:.2f}/s, "
                 f"{blocks} blocks a rank")
