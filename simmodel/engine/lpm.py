@@ -4,7 +4,9 @@ Before every admission walk the waiting queue is sorted by each request's cached
 the radix tree, longest first, stably.  A request with at most ``IN_BATCH_THRESHOLD``
 cached tokens whose prompt shares at least that many tokens with an earlier waiting request
 goes last (SGLang's in-batch prefix check: computing one lets the other hit the cache).
-With more than ``LPM_MAX_QUEUE`` waiting requests the queue keeps its order.  A chunked
+With more than ``LPM_MAX_QUEUE`` waiting requests the queue keeps its order, and then the
+admission walk's holds refresh no LRU times (*measured*: with a sorted queue, and with
+``fifo``, they do; ``long_sglang_lpm_failed_admission``).  A chunked
 prompt in progress is sorted like the others (measured: its computed chunks are its
 cached prefix).  Lookups never refresh LRU times.
 
@@ -47,18 +49,20 @@ IN_BATCH_THRESHOLD = 32      # tokens (SGLang's in-batch prefix caching check)
 INF = float("inf")
 
 
-def lpm_order(sched) -> None:
+def lpm_order(sched) -> bool:
     """Sort ``sched.waiting`` (an ``SglangScheduler``'s queue) longest cached prefix
-    first, as described in the module docstring."""
+    first, as described in the module docstring.  False when the queue is too long to
+    sort (it keeps its order, and the walk's holds then refresh no LRU times)."""
     waiting = sched.waiting
     if len(waiting) > LPM_MAX_QUEUE:
-        return
+        return False
     if sched.lpm_full_recompute:
         keys = _keys_full(sched, waiting)
     else:
         keys = _keys_incremental(sched, waiting)
     keys.sort()
     sched.waiting = deque([r for _, _, r in keys])
+    return True
 
 
 def cached_match(sched, r, lease) -> tuple:

@@ -22,7 +22,9 @@ at the first request that does not fit):
 * Admitted if ``charged + reserve < room − offset``, ``charged ≤ rem_input`` and
   ``charged ≤ rem_chunk`` (charged = the chunk in whole pages; reserve =
   ``min(max_output − generated, clip)``, 0 for a partial chunk), then — its prefix locked
-  (which refreshes the prefix's LRU time, *measured*) — only if its new slots can be
+  (which refreshes the prefix's LRU time, *measured*, except when ``lpm`` serves a queue
+  too long to sort: then nothing is refreshed, *measured*,
+  ``long_sglang_lpm_failed_admission``) — only if its new slots can be
   had from free + evictable; they are taken at once, evicting, so later requests of
   the same walk see what is left (*measured*).  ``offset`` grows by charged + reserve.
   At most ``max_num_seqs`` running.
@@ -80,9 +82,9 @@ from simmodel.engine.timing import TimingModel
 class _Walk:
     """The admission walk's running totals: ``room`` (free + evictable as it starts),
     ``offset`` (reserved for the running and admitted requests' outputs), ``rem_input``,
-    ``rem_chunk`` (module docstring)."""
+    ``rem_chunk`` (module docstring); ``touch``: whether a hold refreshes LRU times."""
 
-    __slots__ = ("room", "offset", "rem_input", "rem_chunk")
+    __slots__ = ("room", "offset", "rem_input", "rem_chunk", "touch")
 
 
 class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
@@ -190,8 +192,9 @@ class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
         walk.offset = self._reserved_offset()
         walk.rem_input = budget
         walk.rem_chunk = self.chunk
+        walk.touch = True
         if self.lpm and self.caching:
-            lpm_order(self)
+            walk.touch = lpm_order(self)
             waiting = self.waiting
         entries = plan.entries
         kv = self.kv
@@ -247,7 +250,7 @@ class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
         if not (charged + out < walk.room - walk.offset
                 and charged <= walk.rem_input and charged <= walk.rem_chunk):
             return None
-        if not self._hold(r, lease, node, hit, start + take):
+        if not self._hold(r, lease, node, hit, start + take, walk.touch):
             return None
         walk.offset += charged + out
         walk.rem_input -= charged
@@ -266,13 +269,15 @@ class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
         r.pass_take = take
         return partial
 
-    def _hold(self, r: EngineRequest, lease: _Lease, node, hit: int, upto: int) -> bool:
-        """Hold ``r``'s prefix (``node``, ``hit`` tokens for a fresh request) and take the
-        slots up to ``upto`` tokens at once (evicting: later requests match what is
-        left); False (nothing held) if the new slots cannot then be had."""
+    def _hold(self, r: EngineRequest, lease: _Lease, node, hit: int, upto: int,
+              touch: bool = True) -> bool:
+        """Hold ``r``'s prefix (``node``, ``hit`` tokens for a fresh request; ``touch``:
+        refreshing its LRU times) and take the slots up to ``upto`` tokens at once
+        (evicting: later requests match what is left); False (nothing held) if the new
+        slots cannot then be had."""
         kv, bs = self.kv, self.bs
         fresh = r.computed == 0
-        kv.lock(node, touch=True)
+        kv.lock(node, touch=touch)
         base = hit if fresh else lease.tree
         need = -(-(upto - base) // bs) * bs - (0 if fresh else self._slots(lease, lease.kv))
         if need > kv.free_tokens + kv.evictable:
