@@ -270,7 +270,7 @@ class SglangScheduler(SglangLeases, SglangDecode, SchedulerBase):
         return partial
 
     def _hold(self, r: EngineRequest, lease: _Lease, node, hit: int, upto: int,
-              touch: bool = True) -> bool:
+              touch: bool) -> bool:
         """Hold ``r``'s prefix (``node``, ``hit`` tokens for a fresh request; ``touch``:
         refreshing its LRU times) and take the slots up to ``upto`` tokens at once
         (evicting: later requests match what is left); False (nothing held) if the new
