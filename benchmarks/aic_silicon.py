@@ -11,10 +11,11 @@ database's own version of the backend: the kernels were not measured on the row'
 container), ``num_gpu_blocks: auto``, and ``concurrency`` clients that each send
 ``waves`` requests one after another, every prompt fresh blocks (no prefix reuse, as
 with random benchmark prompts).  It compares mean TTFT, mean TPOT and the E2E they imply
-(TTFT + TPOT x (osl - 1)) over the requests after each client's first.
+(TTFT + TPOT x (osl - 1)), over the requests that ``--clients`` says (below).
 
     python benchmarks/aic_silicon.py [--backend vllm] [--rows 40] [--seed 0]
-                                     [--clients staggered|together] [--waves 4]
+                                     [--clients aiperf|staggered|together] [--waves 4]
+                                     [--rounds 20] [--client-ms 1]
                                      [--max-concurrency 256] [--kv-cache checkpoint|model]
                                      [--prefill-overhead-ms auto|MS]
                                      [--csv OUT]
@@ -26,13 +27,26 @@ measurement (the file repeats some under several ids).  A row's ``batch_size`` i
 attention-DP rank: the run had batch_size x attention_dp_size clients.  What the file
 does not say about the measured runs, and what is assumed instead:
 
-* how the clients' requests fall in time.  ``staggered`` (the default): client k starts
-  at k / concurrency of one request's simulated E2E (from a pilot run), the spread of a
-  closed loop in its steady state; ``together``: all start at once, and with equal
-  lengths they stay in step (requests whose prompts share a pass also finish together).
-  A real run lies between: its clients start together and drift apart.  TTFT depends on
-  this far more than TPOT does;
-* the request count (here ``waves`` x concurrency);
+* how the clients' requests fall in time, and over which requests the means are taken.
+  ``aiperf`` (the default) follows the benchmark recipe the library itself generates
+  (aiconfigurator's ``generator/config/backend_templates/benchmark/bench_run.sh.j2``:
+  ``aiperf profile --concurrency c --num-requests 20c --warmup-request-count 2c``).
+  aiperf drains the warm-up before profiling starts (aiperf 0.13's
+  ``timing/config.py``: the warm-up waits for every request in flight), so all ``c``
+  clients send their first profiled request at once; a real run's clients then drift
+  apart.  The estimate: the mean over ``rounds`` x c requests of one simulated round
+  sent all at once (the pilot run) and ``rounds - 1`` rounds in the steady state
+  (``staggered`` below, its requests after each client's first).  ``staggered``: client
+  k starts at k / concurrency of one request's simulated E2E (from the pilot), the
+  spread of a closed loop in its steady state, and the means are over the requests
+  after each client's first; ``together``: all start at once, and with equal lengths
+  they stay in step (requests whose prompts share a pass also finish together), the
+  means again after each client's first.  TTFT depends on this far more than TPOT does;
+* the client's round trip: a client sends its next request ``--client-ms`` (default 1)
+  after its last one completes (HTTP, tokenisation).  At 0 the next request arrives at
+  the very instant its predecessor's pass ends and joins the next pass, which a real
+  client cannot; at 1 ms it misses that pass and waits for it, as on a real server;
+* the request count (here ``waves`` x concurrency, and ``rounds`` for ``aiperf``);
 * ``max_num_seqs`` and ``max_num_batched_tokens`` (here max(256, concurrency) and 8192,
   vLLM's defaults on these GPUs);
 * the KV cache's precision.  ``checkpoint`` (the default): fp8 for a row with fp8 or fp4
@@ -138,23 +152,27 @@ def engine(row, kv_cache: str = "checkpoint", overhead_ms="auto") -> dict:
             "max_num_batched_tokens": 8192, "timing_model": timing}
 
 
-def pilot(row, folder: str, knobs: dict) -> float:
-    """Mean E2E (ms) of one closed-loop wave of ``concurrency`` requests sent at once."""
+def pilot(row, folder: str, knobs: dict) -> pd.DataFrame:
+    """The requests of one wave of ``concurrency`` requests sent at once."""
     conc = concurrency(row)
     sc = {"name": "silicon-pilot", "seed": 0,
           "workload": {"concurrency": conc, "synthetic": {
               "requests": conc, "input_tokens": int(row.isl),
               "output_tokens": int(row.osl), "arrival_interval_ms": 0.0}},
           "cluster": {"workers": 1, "engine": engine(row, **knobs)}}
-    req = run(sc, folder).requests
+    return run(sc, folder).requests
+
+
+def mean_e2e(req: pd.DataFrame) -> float:
     return float(np.mean(req.terminal_time_ms - req.arrival_time_ms))
 
 
-def staggered_trace(row, waves: int, period_ms: float, path: str) -> None:
+def staggered_trace(row, waves: int, period_ms: float, path: str,
+                    client_ms: float = 0.0) -> None:
     """``concurrency`` clients, each sending ``waves`` requests one after another (the
-    next when the last completes); client k starts at k x period / concurrency (with a
-    period of one request's E2E: the spread of a closed loop in its steady state; 0: all
-    at once).  Every prompt is fresh blocks."""
+    next ``client_ms`` after the last completes); client k starts at k x period /
+    concurrency (with a period of one request's E2E: the spread of a closed loop in its
+    steady state; 0: all at once).  Every prompt is fresh blocks."""
     conc, isl, osl = concurrency(row), int(row.isl), int(row.osl)
     nb = -(-isl // TRACE_BLOCK)
     next_id = 0
@@ -163,7 +181,8 @@ def staggered_trace(row, waves: int, period_ms: float, path: str) -> None:
             for w in range(waves):
                 line = {"session_id": f"c{k}", "input_length": isl, "output_length": osl,
                         "hash_ids": list(range(next_id, next_id + nb))}
-                line.update({"timestamp": k * period_ms / conc} if w == 0 else {"delay": 0})
+                line.update({"timestamp": k * period_ms / conc} if w == 0
+                           else {"delay": client_ms})
                 next_id += nb
                 f.write(json.dumps(line) + "\n")
 
@@ -175,27 +194,33 @@ def run(sc: dict, folder: str):
     return simmodel.run(simmodel.load_scenario(path))
 
 
-def simulate(row, waves: int, folder: str, clients: str, knobs: dict) -> dict:
-    period = pilot(row, folder, knobs) if clients == "staggered" else 0.0
-    staggered_trace(row, waves, period, os.path.join(folder, "trace.jsonl"))
+def simulate(row, folder: str, clients: str, knobs: dict, load: dict) -> dict:
+    """Mean TTFT and TPOT of the row's clients (``load``: waves, rounds, client_ms)."""
+    first = pilot(row, folder, knobs)
+    period = mean_e2e(first) if clients != "together" else 0.0
+    staggered_trace(row, load["waves"], period, os.path.join(folder, "trace.jsonl"),
+                    load["client_ms"])
     sc = {"name": "silicon", "seed": 0,
           "workload": {"trace": "trace.jsonl", "format": "mooncake",
                        "trace_block_size": TRACE_BLOCK},
           "cluster": {"workers": 1, "engine": engine(row, **knobs)}}
     req = run(sc, folder).requests
     req = req[req.turn_index > 0]              # the clients' first requests are the ramp
-    ttft = float(np.mean(req.ttft_ms))
-    tpot = float(np.mean(req.tpot_ms))
+    ttft, tpot = float(np.mean(req.ttft_ms)), float(np.mean(req.tpot_ms))
+    if clients == "aiperf":                    # one round at once, the rest steady
+        n = load["rounds"]
+        ttft = (float(np.mean(first.ttft_ms)) + (n - 1) * ttft) / n
+        tpot = (float(np.mean(first.tpot_ms)) + (n - 1) * tpot) / n
     return {"sim_ttft_ms": ttft, "sim_tpot_ms": tpot,
             "sim_e2e_ms": ttft + tpot * (row.osl - 1)}
 
 
-def compare(rows: pd.DataFrame, waves: int, clients: str, knobs: dict) -> pd.DataFrame:
+def compare(rows: pd.DataFrame, clients: str, knobs: dict, load: dict) -> pd.DataFrame:
     out = []
     with tempfile.TemporaryDirectory() as folder:
         for row in rows.itertuples():
             try:
-                sim = simulate(row, waves, folder, clients, knobs)
+                sim = simulate(row, folder, clients, knobs, load)
             except simmodel.UserError as e:      # a layout the database does not cover
                 print(f"  skipped {row.id}: {e}", file=sys.stderr)
                 continue
@@ -239,9 +264,15 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-concurrency", type=int, default=256)
     ap.add_argument("--waves", type=int, default=4)
-    ap.add_argument("--clients", choices=("staggered", "together"), default="staggered",
-                    help="the clients start spread over one request's simulated E2E "
-                         "(a closed loop's steady state) or all at once")
+    ap.add_argument("--clients", choices=("aiperf", "staggered", "together"),
+                    default="aiperf",
+                    help="aiperf: one round sent at once, then the steady state (the "
+                         "library's benchmark recipe); staggered: the steady state alone; "
+                         "together: all start at once and stay in step")
+    ap.add_argument("--rounds", type=int, default=20,
+                    help="aiperf's requests per client (the recipe's 20)")
+    ap.add_argument("--client-ms", type=float, default=1.0,
+                    help="a client's round trip before its next request (ms)")
     ap.add_argument("--kv-cache", choices=("checkpoint", "model"), default="checkpoint",
                     help="checkpoint: fp8 KV for fp8 / fp4 rows (default); model: the "
                          "shipped model config's KV precision")
@@ -258,7 +289,8 @@ def main(argv=None) -> int:
     overhead = args.prefill_overhead_ms
     knobs = {"kv_cache": args.kv_cache,
              "overhead_ms": overhead if overhead == "auto" else float(overhead)}
-    df = compare(rows, args.waves, args.clients, knobs)
+    load = {"waves": args.waves, "rounds": args.rounds, "client_ms": args.client_ms}
+    df = compare(rows, args.clients, knobs, load)
     if args.csv:
         df.to_csv(args.csv, index=False)
     report(df)

@@ -81,3 +81,40 @@ def test_a_quantized_row_gets_an_fp8_kv_cache_unless_asked_for_the_models(repo):
         assert "kvcache_quant_mode" not in bench.engine(_layout(gemm), "model")["timing_model"]
     for gemm in (math.nan, "int4_wo"):                   # unquantized / weight-only rows
         assert "kvcache_quant_mode" not in bench.engine(_layout(gemm))["timing_model"]
+
+
+def test_a_client_waits_its_round_trip_before_the_next_request(repo, tmp_path):
+    bench = silicon(repo)
+    path = tmp_path / "trace.jsonl"
+    bench.staggered_trace(Row(1, 64, 3), 3, 0.0, str(path), client_ms=1.5)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r.get("delay") for r in rows] == [None, 1.5, 1.5]
+
+
+def test_aiperf_means_one_round_at_once_and_the_rest_steady(repo, tmp_path, monkeypatch):
+    """Two clients, 64-token prompts, 2 output tokens; fixed timing: a pass with prefill
+    work 10 ms, plus 2 ms when requests decode in it; a client's round trip 1 ms.
+
+    The pilot (both sent at 0): one 10 ms pass prefills both (TTFT 10), one 2 ms decode
+    pass ends both at 12: TTFT 10, TPOT (12 - 10) / 1 = 2, E2E 12, so the steady run
+    staggers the clients by 12 / 2 = 6 ms.  Steady run, c0 at 0 and c1 at 6:
+      [0, 10)  c0 prefill                       c0 TTFT 10
+      [10, 22) c0 decode + c1 prefill (12 ms)   c0 ends at 22; c1 TTFT 22 - 6 = 16
+      [22, 24) c1 decode                        c1 ends at 24
+      c0's next arrives at 23, c1's at 25
+      [24, 34) c0' prefill                      c0' TTFT 34 - 23 = 11
+      [34, 46) c0' decode + c1' prefill         c0' TPOT 12; c1' TTFT 46 - 25 = 21
+      [46, 48) c1' decode                       c1' TPOT 2
+    Steady (the requests after each client's first): TTFT (11 + 21) / 2 = 16, TPOT
+    (12 + 2) / 2 = 7.  aiperf over 4 rounds: TTFT (10 + 3 x 16) / 4 = 14.5, TPOT
+    (2 + 3 x 7) / 4 = 5.75."""
+    bench = silicon(repo)
+    fixed = {"timing_model": {"type": "fixed", "prefill_ms": 10, "decode_ms": 2}}
+    monkeypatch.setattr(bench, "engine", lambda row, **knobs: fixed)
+    row = Row(2, 64, 2)
+    load = {"waves": 2, "rounds": 4, "client_ms": 1.0}
+    steady = bench.simulate(row, str(tmp_path), "staggered", {}, load)
+    assert steady["sim_ttft_ms"] == 16.0 and steady["sim_tpot_ms"] == 7.0
+    est = bench.simulate(row, str(tmp_path), "aiperf", {}, load)
+    assert est["sim_ttft_ms"] == 14.5 and est["sim_tpot_ms"] == 5.75
+    assert est["sim_e2e_ms"] == 14.5 + 5.75 * (2 - 1)
