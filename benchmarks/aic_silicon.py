@@ -13,7 +13,7 @@ container), ``num_gpu_blocks: auto``, and ``concurrency`` clients that each send
 with random benchmark prompts).  It compares mean TTFT, mean TPOT and the E2E they imply
 (TTFT + TPOT x (osl - 1)), over the requests that ``--clients`` says (below).
 
-    python benchmarks/aic_silicon.py [--backend vllm] [--rows 40] [--seed 0]
+    python benchmarks/aic_silicon.py [--backend vllm] [--rows 40] [--seed 0] [--exclude-seed N]
                                      [--clients aiperf|staggered|together] [--waves 4]
                                      [--rounds 20] [--client-ms 1]
                                      [--max-concurrency 256] [--kv-cache checkpoint|model]
@@ -262,6 +262,8 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", default="vllm", choices=("vllm", "sglang", "trtllm"))
     ap.add_argument("--rows", type=int, default=40, help="how many runs to draw (0: all)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--exclude-seed", type=int,
+                    help="leave out the runs that --seed N would draw (a held-out sample)")
     ap.add_argument("--max-concurrency", type=int, default=256)
     ap.add_argument("--waves", type=int, default=4)
     ap.add_argument("--clients", choices=("aiperf", "staggered", "together"),
@@ -283,6 +285,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     rows = usable(silicon_rows(), args.backend, args.max_concurrency)
+    if args.exclude_seed is not None and args.rows and len(rows) > args.rows:
+        rows = rows.drop(rows.sample(args.rows, random_state=args.exclude_seed).index)
     if args.rows and len(rows) > args.rows:
         rows = rows.sample(args.rows, random_state=args.seed)
     print(f"{len(rows)} {args.backend} runs drawn (seed {args.seed})", file=sys.stderr)
