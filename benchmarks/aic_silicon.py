@@ -196,8 +196,8 @@ def run(sc: dict, folder: str):
 
 def simulate(row, folder: str, clients: str, knobs: dict, load: dict) -> dict:
     """Mean TTFT and TPOT of the row's clients (``load``: waves, rounds, client_ms)."""
-    first = pilot(row, folder, knobs)
-    period = mean_e2e(first) if clients != "together" else 0.0
+    first = pilot(row, folder, knobs) if clients != "together" else None
+    period = mean_e2e(first) if first is not None else 0.0
     staggered_trace(row, load["waves"], period, os.path.join(folder, "trace.jsonl"),
                     load["client_ms"])
     sc = {"name": "silicon", "seed": 0,
@@ -257,6 +257,11 @@ def report(df: pd.DataFrame) -> None:
           .map(lambda x: f"{x:.1%}").to_string())
 
 
+def draw(rows: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
+    """``n`` runs drawn at random (``seed``); all of them if ``n`` is 0 or covers them."""
+    return rows.sample(n, random_state=seed) if n and len(rows) > n else rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="vllm", choices=("vllm", "sglang", "trtllm"))
@@ -285,10 +290,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     rows = usable(silicon_rows(), args.backend, args.max_concurrency)
-    if args.exclude_seed is not None and args.rows and len(rows) > args.rows:
-        rows = rows.drop(rows.sample(args.rows, random_state=args.exclude_seed).index)
-    if args.rows and len(rows) > args.rows:
-        rows = rows.sample(args.rows, random_state=args.seed)
+    if args.exclude_seed is not None:
+        rows = rows.drop(draw(rows, args.rows, args.exclude_seed).index)
+    rows = draw(rows, args.rows, args.seed)
     print(f"{len(rows)} {args.backend} runs drawn (seed {args.seed})", file=sys.stderr)
     overhead = args.prefill_overhead_ms
     knobs = {"kv_cache": args.kv_cache,
