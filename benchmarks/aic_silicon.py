@@ -24,7 +24,9 @@ Rows are drawn at random (``--seed``) from those the library can cost: pipeline
 parallelism 1, a model config it ships, a system with a database for the backend (a
 quantisation the database cannot cost on that GPU is skipped and listed), one per distinct
 measurement (the file repeats some under several ids).  A row's ``batch_size`` is per
-attention-DP rank: the run had batch_size x attention_dp_size clients.  What the file
+attention-DP rank: the run had batch_size x attention_dp_size clients.  Where a row's
+id names fewer GPUs than its layout columns (``..._tp4_ep4_1290`` listed as TP 4 x
+attention DP 4 with MoE EP 16), the id's layout is used (``read_layout``).  What the file
 does not say about the measured runs, and what is assumed instead:
 
 * how the clients' requests fall in time, and over which requests the means are taken.
@@ -103,7 +105,8 @@ def usable(df: pd.DataFrame, backend: str, max_conc: int) -> pd.DataFrame:
     """Aggregated rows of ``backend`` that the library can cost, with their model name."""
     models = set(aic_library.shipped_models())
     systems = aic_library.databases()
-    df = df[(df["mode"] == "agg") & (df.backend == backend) & (df.pp_size == 1)].copy()
+    df = df[(df["mode"] == "agg") & (df.backend == backend) & (df.pp_size == 1)]
+    df = read_layout(df)
     df = df[[concurrency(r) <= max_conc for r in df.itertuples()]]
     df["aic_model"] = [library_model(m, models) for m in df.model_path]
     df["has_db"] = [backend in systems.get(s, {}) for s in df.system]
@@ -117,6 +120,35 @@ def usable(df: pd.DataFrame, backend: str, max_conc: int) -> pd.DataFrame:
 _LAYOUT = ["aic_model", "system", "precision", "gemm_quant_mode", "moe_quant_mode",
            "tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size", "isl", "osl",
            "batch_size"]
+
+
+_ID_LAYOUT = r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_\d+$"   # ids ending ``_tp4_ep4_1290``
+
+
+def read_layout(df: pd.DataFrame) -> pd.DataFrame:
+    """The parallel layout each run had: its columns, except where the file's own ids
+    contradict them.  An id ending ``_tp<N>_ep<M>_<k>`` names a run on N GPUs with
+    expert parallelism M, yet some such rows list a layout on N x N GPUs (vLLM TP N x
+    attention DP N with MoE EP N^2, SGLang and TRT-LLM TP N^2); the 15 Kimi-K2.5 vLLM
+    measurements listed under both readings (the same TTFT and TPOT, the
+    ``gap_analysis`` copies listed as TP N, no attention DP, EP N) say which is right.
+    Those rows, and unlabelled vLLM rows of the same pattern (TP N = attention DP N,
+    MoE TP 1, EP N^2), run here as TP N, no attention DP, MoE TP N / M, EP M, with the
+    same client count."""
+    lab = df.id.str.extract(_ID_LAYOUT).astype(float)
+    dp = df.attention_dp_size.where(df.attention_dp_size > 0, 1.0)
+    pattern = ((df.backend == "vllm") & (df.tp_size > 1) & (df.attention_dp_size == df.tp_size)
+               & (df.moe_tp_size == 1) & (df.moe_ep_size == df.tp_size ** 2))
+    gpus = lab[0].fillna(df.tp_size.where(pattern))
+    ep = lab[1].fillna(df.tp_size.where(pattern))
+    fix = gpus.notna() & (df.tp_size * dp != gpus) & (gpus % ep == 0)
+    out = df.copy()
+    out.loc[fix, "batch_size"] = (df.batch_size * dp)[fix]   # it was per DP rank
+    out.loc[fix, "tp_size"] = gpus[fix]
+    out.loc[fix, "attention_dp_size"] = 1.0
+    out.loc[fix, "moe_tp_size"] = (gpus / ep)[fix]
+    out.loc[fix, "moe_ep_size"] = ep[fix]
+    return out
 
 
 def concurrency(row) -> int:
@@ -240,7 +272,8 @@ def compare(rows: pd.DataFrame, clients: str, knobs: dict, load: dict) -> pd.Dat
 
 def report(df: pd.DataFrame) -> None:
     single = df[~(df.dp > 1)]
-    for title, part in (("", df), (" without attention DP", single)):
+    parts = [("", df)] + ([(" without attention DP", single)] if len(single) < len(df) else [])
+    for title, part in parts:
         print(f"{len(part)} measured runs{title}; error = simulated / measured - 1")
         print(f"{'':8} {'median |err|':>12} {'median signed':>14} {'p90 |err|':>10} "
               f"{'worst':>8}")

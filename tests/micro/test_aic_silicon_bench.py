@@ -118,3 +118,29 @@ def test_aiperf_means_one_round_at_once_and_the_rest_steady(repo, tmp_path, monk
     est = bench.simulate(row, str(tmp_path), "aiperf", {}, load)
     assert est["sim_ttft_ms"] == 14.5 and est["sim_tpot_ms"] == 5.75
     assert est["sim_e2e_ms"] == 14.5 + 5.75 * (2 - 1)
+
+
+def test_a_layout_its_id_contradicts_is_read_from_the_id(repo):
+    """The file lists some runs whose ids end ``_tp<N>_ep<M>_<k>`` (N GPUs, expert
+    parallelism M) under a layout on N x N GPUs; those, and unlabelled vLLM rows of the
+    same pattern (TP N = attention DP N, MoE TP 1, EP N^2), become TP N, no attention DP,
+    MoE TP N / M, EP M, keeping the client count (batch_size x DP).  Rows whose GPU count
+    agrees with their id, and unlabelled rows of other backends, stay as they are."""
+    import pandas as pd
+    bench = silicon(repo)
+    cols = ["id", "backend", "tp_size", "attention_dp_size", "moe_tp_size", "moe_ep_size",
+            "batch_size"]
+    rows = pd.DataFrame([
+        ["k_c64_tp4_ep4_1290", "vllm", 4, 4, 1, 16, 16],      # 16 GPUs listed, 4 named
+        ["k_c64_cfg635", "vllm", 4, 4, 1, 16, 16],            # the pattern, unlabelled
+        ["m_c8_tp2_ep2_1399", "vllm", 2, 2, 1, 4, 4],
+        ["q_c16_tp4_0_ep4_0_3", "sglang", 16, 1, 4, 4, 16],   # TP 16 listed, 4 named
+        ["d_c8_tp8_ep1_5", "sglang", 8, 1, 8, 1, 8],          # agrees with its id
+        ["t_c4_tp4_ep4_7", "trtllm", 1, 4, 1, 4, 1],          # 1 x 4 = 4 GPUs: agrees
+        ["s_c4_cfg199", "sglang", 64, 1, 8, 8, 4],            # no id, not the vLLM pattern
+    ], columns=cols).astype({c: float for c in cols[2:]})
+    got = bench.read_layout(rows)[cols[2:]].to_numpy().tolist()
+    assert got == [[4, 1, 1, 4, 64], [4, 1, 1, 4, 64], [2, 1, 1, 2, 8], [4, 1, 1, 4, 16],
+                   [8, 1, 8, 1, 8], [1, 4, 1, 4, 1], [64, 1, 8, 8, 4]]
+    assert [bench.concurrency(r) for r in bench.read_layout(rows).itertuples()] == \
+        [64, 64, 8, 16, 8, 4, 4]
