@@ -126,15 +126,17 @@ _ID_LAYOUT = r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_\d+$"   # ids ending ``_tp4_ep4_12
 
 
 def read_layout(df: pd.DataFrame) -> pd.DataFrame:
-    """The parallel layout each run had: its columns, except where the file's own ids
-    contradict them.  An id ending ``_tp<N>_ep<M>_<k>`` names a run on N GPUs with
-    expert parallelism M, yet some such rows list a layout on N x N GPUs (vLLM TP N x
-    attention DP N with MoE EP N^2, SGLang and TRT-LLM TP N^2); the 15 Kimi-K2.5 vLLM
-    measurements listed under both readings (the same TTFT and TPOT, the
-    ``gap_analysis`` copies listed as TP N, no attention DP, EP N) say which is right.
-    Those rows, and unlabelled vLLM rows of the same pattern (TP N = attention DP N,
-    MoE TP 1, EP N^2), run here as TP N, no attention DP, MoE TP N / M, EP M, with the
-    same client count."""
+    """The parallel layout each run had: its columns, except where the file contradicts
+    them.  An id ending ``_tp<N>_ep<M>_<k>`` names a run on N GPUs with expert
+    parallelism M, yet some such rows list a layout on N x N GPUs (vLLM TP N x attention
+    DP N with MoE EP N^2, SGLang and TRT-LLM TP N^2).  Evidence for the id: the 15
+    Kimi-K2.5 vLLM measurements listed under both readings (identical TTFT and TPOT, the
+    ``gap_analysis`` copies as TP 4, no attention DP, EP 4), and the measured TPOTs of
+    the vLLM rows of that pattern, labelled or not, which match runs of the same model,
+    system, lengths and clients on N GPUs (median 1.9 % apart for N = 2, 2.6 % for 4).
+    Those rows, and unlabelled vLLM rows of the pattern (TP N = attention DP N, MoE TP 1,
+    EP N^2), run here as TP N, no attention DP, MoE TP N / M, EP M, with the same client
+    count."""
     lab = df.id.str.extract(_ID_LAYOUT).astype(float)
     dp = df.attention_dp_size.where(df.attention_dp_size > 0, 1.0)
     pattern = ((df.backend == "vllm") & (df.tp_size > 1) & (df.attention_dp_size == df.tp_size)
