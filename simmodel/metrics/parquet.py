@@ -5,7 +5,8 @@ DataFrame or importing pandas.
 
 It covers the columns a result has: int64 and float64 numpy arrays, and lists of
 strings and ``None`` (pandas >= 3 infers its ``str`` dtype, arrow ``large_string``; a
-list of ``None`` only is an ``object`` column, arrow ``null``), with pandas' default
+list of ``None`` only is an ``object`` column, arrow ``null``) or ``StringRuns`` of them
+(a column of long runs of one value, as the passes' ``pool``), with pandas' default
 options.  Anything else (older pandas, a changed option, another kind of column) is left
 to pandas: ``write_columns`` returns False and writes nothing.
 """
@@ -15,7 +16,7 @@ import json
 import os
 import re
 import sys
-from typing import Iterable, Optional
+from typing import Iterable, NamedTuple, Optional
 
 import numpy as np
 
@@ -23,6 +24,13 @@ import numpy as np
 ROW_GROUP_ROWS = 1024 * 1024
 
 _NUMERIC = (np.dtype(np.int64), np.dtype(np.float64))
+
+
+class StringRuns(NamedTuple):
+    """A column of strings and ``None`` given as runs: ``values[i]`` repeated
+    ``counts[i]`` times (written as the list it stands for, without making it)."""
+    values: list
+    counts: list
 
 
 def write_columns(path: str, groups: Iterable[dict]) -> bool:
@@ -108,11 +116,14 @@ def _arrow_columns(columns: dict, pa) -> Optional[tuple[dict, dict]]:
             arrays[name] = _numbers(values, pa)
             kinds[name] = (values.dtype.name, values.dtype.name)
             continue
-        types = set(map(type, values))
+        runs = isinstance(values, StringRuns)
+        types = set(map(type, values.values if runs else values))
         if not types <= {str, type(None)}:
             return None
+        if runs:
+            values = values if str in types else [None] * sum(values.counts)
         if str in types:
-            arrays[name] = _strings(values, pa)
+            arrays[name] = _string_runs(values, pa) if runs else _strings(values, pa)
             kinds[name] = ("object", "str")
         else:
             arrays[name] = pa.nulls(len(values))
@@ -151,6 +162,21 @@ def _strings(values: list, pa):
                                           count=n), pa)
     return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets),
                                             pa.py_buffer(b"".join(encoded)), bitmap, nulls)
+
+
+def _string_runs(col: StringRuns, pa):
+    """``_strings`` of the list ``col`` stands for, a run at a time."""
+    counts = np.asarray(col.counts, dtype=np.int64)
+    n = int(counts.sum())
+    encoded = [b"" if v is None else v.encode() for v in col.values]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.repeat(np.array([len(e) for e in encoded], dtype=np.int64), counts),
+              out=offsets[1:])
+    data = b"".join(e * int(c) for e, c in zip(encoded, counts))
+    bitmap, nulls = _validity(np.repeat(np.array([v is not None for v in col.values],
+                                                 dtype=bool), counts), pa)
+    return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data),
+                                            bitmap, nulls)
 
 
 def _pandas_metadata(kinds: dict, pandas_version: str, pyarrow_version: str) -> bytes:

@@ -11,7 +11,7 @@ from itertools import compress
 
 import numpy as np
 
-from simmodel.metrics.parquet import ROW_GROUP_ROWS, write_columns
+from simmodel.metrics.parquet import ROW_GROUP_ROWS, StringRuns, write_columns
 from simmodel.result import PASS_COLUMNS, REQUEST_COLUMNS, LazyTable
 
 
@@ -76,17 +76,15 @@ class PassesTable(LazyTable):
         return pd.DataFrame(data, copy=False)
 
     def rows(self, start: int, stop: int) -> dict:
-        """The columns of rows ``start:stop`` (``pool`` a list of strings)."""
+        """The columns of rows ``start:stop`` (``pool`` as runs of one worker's pool)."""
         parts, offset = [], 0
         for w in self.workers:
             a, b = max(start - offset, 0), min(stop - offset, w.num_passes)
             if a < b:
                 parts.append((w, a, b))
             offset += w.num_passes
-        pools: list = []
-        for w, a, b in parts:
-            pools += [w.pool] * (b - a)
-        out = {"pool": pools,
+        out = {"pool": StringRuns([w.pool for w, _, _ in parts],
+                                  [b - a for _, a, b in parts]),
                "worker": np.concatenate([np.full(b - a, w.idx, dtype=np.int64)
                                          for w, a, b in parts])}
         for name in PASS_COLUMNS[2:]:

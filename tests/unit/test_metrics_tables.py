@@ -52,6 +52,15 @@ def test_a_column_of_another_kind_is_left_to_pandas(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "x.parquet"), pd.DataFrame(cols))
 
 
+def test_a_column_of_runs_is_written_as_the_list_it_stands_for(tmp_path):
+    runs = {"s": parquet.StringRuns(["a", None, "bé", "a"], [2, 1, 3, 0]),
+            "none": parquet.StringRuns([None, None], [4, 2]), "i": np.arange(6)}
+    listed = {"s": ["a", "a", None, "bé", "bé", "bé"], "none": [None] * 6, "i": np.arange(6)}
+    assert parquet.write_columns(str(tmp_path / "runs.parquet"), [runs])
+    assert parquet.write_columns(str(tmp_path / "list.parquet"), [listed])
+    assert (tmp_path / "runs.parquet").read_bytes() == (tmp_path / "list.parquet").read_bytes()
+
+
 def _worker(pool: str, idx: int, n: int, start: float) -> WorkerRecord:
     ends = start + np.arange(1, n + 1, dtype=float)
     ints = np.arange(n, dtype=np.int64)
