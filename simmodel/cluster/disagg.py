@@ -90,13 +90,13 @@ class Handoff(BoundaryReservations, HandoffFaults):
         return self._inbound[idx]
 
     def reservations_waiting(self, idx: int, rank: int) -> bool:
-        """Reservations wait for decode worker ``idx``'s rank ``rank``: for its blocks
-        (vLLM), or for its blocks or pass ends (SGLang; measured, see the schedulers'
-        ``reservations_waiting``)."""
+        """Reservations wait for decode worker ``idx``'s rank ``rank``: for its blocks or
+        deferred to its pass end (measured, see the schedulers' ``reservations_waiting``;
+        vLLM, ``long_disagg_deferred_readmit``: of two queued reservations retried at a
+        pass end, the second is deferred to the next, and the worker's preempted head
+        still waits behind it)."""
         key = (idx, rank)
-        if self.order == "destination_first":
-            return bool(self.pending.get(key) or self.deferred.get(key))
-        return bool(self.pending.get(key))
+        return bool(self.pending.get(key) or self.deferred.get(key))
 
     def on_decode_retract(self, w) -> None:
         """Measured: a decode worker's preemption (SGLang: retraction) frees blocks like

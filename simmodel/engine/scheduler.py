@@ -311,8 +311,9 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
     def _admit_transferred_behind(self, now: float, plan: PassPlan, budget: int) -> int:
         """Decode role: admit the transferred requests, passing the others (this
         worker's own preempted requests).  Measured on the reference
-        (``long_disagg_pending``): while reservations wait for this rank's blocks, a
-        preempted request is not re-admitted (the reservations get freed blocks first)
+        (``long_disagg_pending``, ``long_disagg_deferred_readmit``): while reservations
+        wait on this rank (for its blocks, or deferred to its pass end), a preempted
+        request is not re-admitted (the reservations get freed blocks first)
         and activated requests go in past it; otherwise the preempted head blocks them
         (strict FCFS) until it fits.  With nothing running they pass it too: a pool full
         of reservations could otherwise never drain."""

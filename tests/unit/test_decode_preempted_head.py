@@ -1,7 +1,7 @@
 """A decode worker's preempted request at the head of its waiting queue (measured on the
 reference, the fidelity cases ``benchmarks/scenarios/long_disagg_*.yaml``): while
-reservations wait for the worker's blocks, activated requests go in past it and it is not
-re-admitted; otherwise it blocks them (strict FCFS).  Hand-built on a pool of 8 blocks of
+reservations wait on the worker (for its blocks, or deferred to its pass end), activated
+requests go in past it and it is not re-admitted; otherwise it blocks them (strict FCFS).  Hand-built on a pool of 8 blocks of
 64 tokens."""
 from __future__ import annotations
 
@@ -55,3 +55,4 @@ def test_while_reservations_wait_activated_requests_pass_the_preempted_head():
     plan = sched.schedule(20.0)
     assert [e[0] for e in plan.entries] == [r, t]
     assert list(sched.waiting) == [p]
+
