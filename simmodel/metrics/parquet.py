@@ -120,13 +120,11 @@ def _arrow_columns(columns: dict, pa) -> Optional[tuple[dict, dict]]:
         types = set(map(type, values.values if runs else values))
         if not types <= {str, type(None)}:
             return None
-        if runs:
-            values = values if str in types else [None] * sum(values.counts)
         if str in types:
             arrays[name] = _string_runs(values, pa) if runs else _strings(values, pa)
             kinds[name] = ("object", "str")
         else:
-            arrays[name] = pa.nulls(len(values))
+            arrays[name] = pa.nulls(sum(values.counts) if runs else len(values))
             kinds[name] = ("empty", "object")
     return arrays, kinds
 
@@ -156,25 +154,28 @@ def _strings(values: list, pa):
     utf8 = {v: v.encode() for v in set(values) if v is not None}   # one copy of each value
     utf8[None] = b""
     encoded = list(map(utf8.__getitem__, values))
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=n), out=offsets[1:])
-    bitmap, nulls = _validity(np.fromiter((v is not None for v in values), dtype=bool,
-                                          count=n), pa)
-    return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets),
-                                            pa.py_buffer(b"".join(encoded)), bitmap, nulls)
+    return _string_array(np.fromiter(map(len, encoded), dtype=np.int64, count=n),
+                         b"".join(encoded),
+                         np.fromiter((v is not None for v in values), dtype=bool, count=n), pa)
 
 
 def _string_runs(col: StringRuns, pa):
     """``_strings`` of the list ``col`` stands for, a run at a time."""
     counts = np.asarray(col.counts, dtype=np.int64)
-    n = int(counts.sum())
     encoded = [b"" if v is None else v.encode() for v in col.values]
+    lengths = np.repeat(np.array([len(e) for e in encoded], dtype=np.int64), counts)
+    valid = np.repeat(np.array([v is not None for v in col.values], dtype=bool), counts)
+    return _string_array(lengths, b"".join(e * int(c) for e, c in zip(encoded, counts)),
+                         valid, pa)
+
+
+def _string_array(lengths: np.ndarray, data: bytes, valid: np.ndarray, pa):
+    """A ``large_string`` array of the rows' byte ``lengths`` over ``data``, null where
+    not ``valid``."""
+    n = len(lengths)
     offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.repeat(np.array([len(e) for e in encoded], dtype=np.int64), counts),
-              out=offsets[1:])
-    data = b"".join(e * int(c) for e, c in zip(encoded, counts))
-    bitmap, nulls = _validity(np.repeat(np.array([v is not None for v in col.values],
-                                                 dtype=bool), counts), pa)
+    np.cumsum(lengths, out=offsets[1:])
+    bitmap, nulls = _validity(valid, pa)
     return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data),
                                             bitmap, nulls)
 
