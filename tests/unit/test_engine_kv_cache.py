@@ -24,7 +24,7 @@ def test_allocate_takes_free_blocks_first():
     kv.release(a, 0)                          # 1, 2 inactive, 2 blocks free
     assert kv.allocate(2)
     assert kv.free == 0 and kv.private == 2
-    assert list(kv.inactive) == [2, 1]        # nothing evicted
+    assert kv.lru() == [2, 1]        # nothing evicted
     kv.check()
 
 
@@ -34,7 +34,7 @@ def test_allocate_evicts_from_the_lru_head():
     kv.release(a, 0)                          # LRU: 2 (leaf, oldest), 1
     kv.drain_events()
     assert kv.allocate(3)                     # 2 free + evict 2
-    assert list(kv.inactive) == [1]
+    assert kv.lru() == [1]
     assert kv.events == [(REMOVED, 2)]
     assert kv.lookup([1, 2], 2) == 1          # the root survived
     kv.check()
@@ -45,9 +45,9 @@ def test_allocation_failure_changes_nothing():
     a = holder(kv, [1, 2])
     kv.release(a, 0)
     assert kv.allocate(1)                     # 1 free left + 2 inactive
-    before = (kv.free, kv.private, dict(kv.refs), list(kv.inactive))
+    before = (kv.free, kv.private, kv.held(), kv.lru())
     assert not kv.allocate(4)
-    assert (kv.free, kv.private, dict(kv.refs), list(kv.inactive)) == before
+    assert (kv.free, kv.private, kv.held(), kv.lru()) == before
     assert kv.allocate(0)
     kv.check()
 
@@ -58,9 +58,9 @@ def test_across_requests_the_oldest_release_is_evicted_first():
     b = holder(kv, [20, 21])
     kv.release(a, 0)                          # a finished first
     kv.release(b, 0)
-    assert list(kv.inactive) == [11, 10, 21, 20]
+    assert kv.lru() == [11, 10, 21, 20]
     assert kv.allocate(3)
-    assert list(kv.inactive) == [20]
+    assert kv.lru() == [20]
 
 
 def test_release_is_suffix_first_and_frees_private_blocks():
@@ -69,7 +69,7 @@ def test_release_is_suffix_first_and_frees_private_blocks():
     assert kv.allocate(2)                     # two partial (private) blocks
     assert kv.active_blocks == 5
     kv.release(cached, 2)
-    assert list(kv.inactive) == [3, 2, 1]     # leaf oldest, root newest
+    assert kv.lru() == [3, 2, 1]     # leaf oldest, root newest
     assert kv.free == 5 and kv.private == 0 and kv.active_blocks == 0
     assert kv.available == 8
     # eviction trims the prompt from the tail: after 2 evictions the prefix 1 remains
@@ -83,12 +83,12 @@ def test_shared_block_stays_active_until_its_last_holder_releases():
     a = holder(kv, [1, 2])
     kv.acquire(1)                             # b hits the first block of a
     b = [1]
-    assert kv.refs == {1: 2, 2: 1}
+    assert kv.held() == {1: 2, 2: 1}
     kv.release(a, 0)
-    assert kv.refs == {1: 1} and list(kv.inactive) == [2]
+    assert kv.held() == {1: 1} and kv.lru() == [2]
     assert kv.active_blocks == 1
     kv.release(b, 0)
-    assert kv.refs == {} and list(kv.inactive) == [2, 1]
+    assert kv.held() == {} and kv.lru() == [2, 1]
     kv.check()
 
 
@@ -98,7 +98,7 @@ def test_register_new_hash_caches_the_private_block():
     kv = KvCache(4, 64)
     assert kv.allocate(1)
     kv.register(7)
-    assert kv.refs == {7: 1} and kv.private == 0 and kv.free == 3
+    assert kv.held() == {7: 1} and kv.private == 0 and kv.free == 3
     kv.check()
 
 
@@ -109,7 +109,7 @@ def test_register_of_an_active_hash_keeps_the_callers_block_as_a_copy():
     holder(kv, [7])
     assert kv.allocate(1)                     # a second request computed the same block
     k = kv.register(7)
-    assert k != 7 and kv.refs == {7: 1, k: 1} and kv.copies == {7: [7, k]}
+    assert k != 7 and kv.held() == {7: 1, k: 1} and kv.copies == {7: [7, k]}
     assert kv.private == 0 and kv.free == 2 and kv.active_blocks == 2
     assert kv.lookup([7], 1) == 1 and kv.hit_keys([7]) == [7]     # the oldest copy
     kv.check()
@@ -120,7 +120,7 @@ def test_register_of_an_inactive_hash_leaves_the_cached_copy_in_the_lru():
     kv.release(holder(kv, [7]), 0)
     assert kv.allocate(1)
     k = kv.register(7)
-    assert kv.refs == {k: 1} and list(kv.inactive) == [7]
+    assert kv.held() == {k: 1} and kv.lru() == [7]
     assert kv.private == 0 and kv.free == 2 and kv.available == 3
     kv.check()
 
@@ -134,7 +134,7 @@ def test_a_hit_takes_the_oldest_resident_copy():
     b = holder(kv, [7])                       # a second copy, held
     assert kv.hit_keys([7]) == [7] and kv.count_inactive(kv.hit_keys([7])) == 1
     kv.acquire(7)
-    assert not kv.inactive and kv.refs == {7: 1, b[0]: 1}
+    assert not kv.lru() and kv.held() == {7: 1, b[0]: 1}
     kv.check()
 
 
@@ -166,8 +166,8 @@ def test_register_many_has_register_semantics():
         return kv
     one, many = build(False), build(True)
     for kv in (one, many):
-        assert len(kv.refs) == 6 and kv.refs[1] == kv.refs[2] == 1
-        assert kv.private == 0 and kv.free == 3 and list(kv.inactive) == [3]
+        assert len(kv.held()) == 6 and kv.held()[1] == kv.held()[2] == 1
+        assert kv.private == 0 and kv.free == 3 and kv.lru() == [3]
         kv.check()
     assert one.events == many.events == [(STORED, 1), (STORED, 2), (STORED, 3),
                                          (STORED, 4), (STORED, 5)]
@@ -187,7 +187,7 @@ def test_lookup_stops_at_the_first_miss():
     assert kv.lookup([1, 2, 4], 1) == 1       # capped by max_blocks
     assert kv.lookup([], 5) == 0
     # a lookup alone takes no references and does not touch the LRU
-    assert kv.refs == {1: 1, 2: 1} and list(kv.inactive) == [4]
+    assert kv.held() == {1: 1, 2: 1} and kv.lru() == [4]
     del a
 
 
@@ -195,9 +195,9 @@ def test_acquire_pulls_an_inactive_block_out_of_the_lru():
     kv = KvCache(8, 64)
     kv.release(holder(kv, [1, 2, 3]), 0)
     kv.acquire(3)
-    assert kv.refs == {3: 1} and list(kv.inactive) == [2, 1]
+    assert kv.held() == {3: 1} and kv.lru() == [2, 1]
     kv.acquire(3)
-    assert kv.refs == {3: 2}
+    assert kv.held() == {3: 2}
     assert kv.count_inactive([1, 2, 3, 9]) == 2
     kv.check()
 
@@ -248,12 +248,24 @@ OPS = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.integers(4, 16), OPS, st.booleans())
-def test_random_operations_keep_every_block_accounted_for(num_blocks, ops, record):
-    kv = KvCache(num_blocks, 16, record_events=record)
+class EagerCompaction(KvCache):
+    min_stale = 0                             # drop stale LRU entries at every chance
+
+
+def model_evict(lru: list, kv: KvCache, need: int, free_before: int) -> None:
+    """The LRU as a plain list: an allocation of ``need`` evicts from its head what the
+    free blocks do not cover."""
+    if need > 0:
+        del lru[:max(0, need - free_before)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(4, 16), OPS, st.booleans(), st.booleans())
+def test_random_operations_keep_every_block_accounted_for(num_blocks, ops, record, eager):
+    kv = (EagerCompaction if eager else KvCache)(num_blocks, 16, record_events=record)
     live: list[dict] = []                     # a request: {"chain", "cached", "private"}
     stored: set[int] = set()
+    lru: list = []                            # the LRU order it must keep, head first
     for op in ops:
         if op[0] == "admit":
             _, root, length, extra_private, recompute = op
@@ -267,24 +279,32 @@ def test_random_operations_keep_every_block_accounted_for(num_blocks, ops, recor
                 continue
             for k in keys:
                 kv.acquire(k)
+                if k in lru:
+                    lru.remove(k)             # a hit takes an inactive copy out of the LRU
+            model_evict(lru, kv, need, kv.free)
             assert kv.allocate(need)
             keys += kv.register_many(chain[hit:])     # the computed blocks become cached
             live.append({"chain": chain, "cached": keys, "private": extra_private})
         elif op[0] == "grow" and live:
             r = live[op[1] % len(live)]
+            if op[2] <= kv.available:
+                model_evict(lru, kv, op[2], kv.free)
             if kv.allocate(op[2]):
                 r["private"] += op[2]
         elif op[0] == "release" and live:
             r = live.pop(op[1] % len(live))
             kv.release(r["cached"], r["private"])
+            still = Counter(h for other in live for h in other["cached"])
+            lru += [k for k in reversed(r["cached"]) if not still[k]]   # suffix first
         kv.check()
+        assert kv.lru() == lru
         held = Counter(h for r in live for h in r["cached"])
-        assert kv.refs == dict(held)
+        assert kv.held() == dict(held)
         assert kv.private == sum(r["private"] for r in live)
         assert kv.active_blocks == len(held) + kv.private <= num_blocks
-        resident = {k if type(k) is int else k[0] for k in (*kv.refs, *kv.inactive)}
+        resident = {k if type(k) is int else k[0] for k in kv.refs}
         assert kv.available == num_blocks - kv.active_blocks
-        assert all(h not in kv.inactive for h in held)
+        assert all(h not in kv.lru() for h in held)
         if record:
             for kind, h in kv.drain_events():
                 if kind == STORED:
