@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol, runtime_checkable
 
-from simmodel.cluster import kv_router
 from simmodel.cluster.router import PositionalRoundRobin, RoundRobin
 from simmodel.engine.request import EngineRequest
 
@@ -66,6 +65,7 @@ def make_router(cfg, env, workers: list, *, block_size: int, max_num_batched_tok
                 dp_size: int, rng) -> Router:
     """The aggregated cluster's router for ``cluster.router`` (``cfg``)."""
     if cfg.mode == "kv":
+        from simmodel.cluster import kv_router      # (only for router mode kv)
         return kv_router.KvRouter(env, workers, cfg, block_size=block_size,
                                   max_num_batched_tokens=max_num_batched_tokens, rng=rng,
                                   dp=dp_size)
@@ -84,6 +84,7 @@ def make_pool_routers(cfg, env, prefill_workers: list, decode_workers: list, *,
     if cfg.mode != "kv":
         return (PositionalRoundRobin(prefill_workers, dp[0]),
                 PositionalRoundRobin(decode_workers, dp[1]))
+    from simmodel.cluster import kv_router
     prefill = kv_router.KvRouter(env, prefill_workers,
                                  dataclasses.replace(cfg, router_track_active_blocks=False),
                                  block_size=block_size, max_num_batched_tokens=prefill_budget,

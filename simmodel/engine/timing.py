@@ -22,7 +22,6 @@ import numpy as np
 from simmodel.config import EngineConfig
 from simmodel.engine.clock import (  # noqa: F401 (re-exported: the models' shared helpers)
     batch_new_tokens, div_ns, div_ns_array, duration_ns, duration_ns_array, speedup_divisor)
-from simmodel.engine.timing_table import TableTiming
 
 # Reference §2.1 / §2.2 coefficients (ms).
 P2, P1, P0 = 4.209989e-07, 1.518344e-02, 16.50142
@@ -105,6 +104,7 @@ def make_timing(engine: EngineConfig) -> TimingModel:
     if kind == "fixed":
         return FixedTiming(engine)
     if kind == "table":
+        from simmodel.engine.timing_table import TableTiming   # (its csv and zip reading)
         return TableTiming(engine)
     if kind == "aic":
         from simmodel.engine.aic_timing import AicTiming   # the library: only when asked

@@ -9,13 +9,12 @@ Synthetic workloads are not a trace format (``workload.synthetic``; see ``build`
 """
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Protocol
-
-from simmodel.workload import agentic, azure, mooncake, weka
-from simmodel.workload.model import Workload
 
 if TYPE_CHECKING:
     from simmodel.config import WorkloadConfig
+    from simmodel.workload.model import Workload
 
 
 class TraceReader(Protocol):
@@ -24,10 +23,20 @@ class TraceReader(Protocol):
     def __call__(self, cfg: WorkloadConfig, *, engine_block_size: int) -> Workload: ...
 
 
+def _adapter(module: str, name: str = "from_config") -> TraceReader:
+    """``simmodel.workload.<module>.<name>``, imported on the first read: a run loads the
+    one reader its format needs (a few ms of start-up each)."""
+    def read(cfg: WorkloadConfig, *, engine_block_size: int) -> Workload:
+        target = getattr(import_module(f"simmodel.workload.{module}"), name)
+        return target(cfg, engine_block_size=engine_block_size)
+    read.__qualname__ = read.__name__ = f"{module}.{name}"
+    return read
+
+
 READERS: dict[str, TraceReader] = {
-    "mooncake": mooncake.from_config,
-    "mooncake-delta": mooncake.delta_from_config,
-    "agentic": agentic.from_config,
-    "azure": azure.from_config,
-    "weka": weka.from_config,
+    "mooncake": _adapter("mooncake"),
+    "mooncake-delta": _adapter("mooncake", "delta_from_config"),
+    "agentic": _adapter("agentic"),
+    "azure": _adapter("azure"),
+    "weka": _adapter("weka"),
 }
