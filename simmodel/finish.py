@@ -116,8 +116,10 @@ def _unreleased(cluster) -> tuple[list, int]:
     dropped (they end there: one row each in the requests table), and the count of the
     others, still waiting to be released when the run was cut (no row; summary key
     ``undispatched_requests``)."""
-    released = {(r.session_id, r.turn_index) for r in cluster.driver.requests}
     dropped = cluster.driver.unreleased_cancelled
+    if not dropped and len(cluster.driver.requests) == cluster.workload.num_requests:
+        return [], 0                    # every turn was released (the usual case)
+    released = {(r.session_id, r.turn_index) for r in cluster.driver.requests}
     cancelled, waiting = [], 0
     for s in cluster.workload.sessions:
         for t in s.turns:
