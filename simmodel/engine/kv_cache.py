@@ -159,12 +159,13 @@ class KvCache:
             tag, keys = lru[0]
             head = self._head
             seg = keys[head:head + n]
-            vals = list(map(refs.get, seg))
+            vals = list(map(refs.pop, seg, repeat(None)))     # one dict operation a block
             if vals.count(tag) == len(seg):           # no stale entry (the usual case)
                 live = seg
-            else:
+            else:                                     # put the stale entries' keys back
                 live = list(compress(seg, map(eq, vals, repeat(tag))))
-            deque(map(refs.__delitem__, live), 0)
+                refs.update((k, v) for k, v in zip(seg, vals)
+                            if v is not None and v != tag)
             out += live
             n -= len(live)
             self._lru_len -= len(seg)
