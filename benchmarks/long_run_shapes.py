@@ -308,7 +308,41 @@ def disagg_sglang(rnd: random.Random, long: bool) -> Case:
                 "slots")
 
 
+def mtp_pressure(rnd: random.Random, long: bool) -> Case:
+    """Speculative decoding (``aic_nextn`` 1-3, acceptance rates of 1.0 or 0.0, so that
+    bursts are deterministic) under KV pressure on 1-2 vLLM workers: drafts' KV held
+    past the sequence, preemption for it, shared group prefixes (30%)."""
+    ids = Ids()
+    groups = [ids.take(rnd.randint(2, 4)) for _ in range(rnd.randint(3, 6))]
+    w = rnd.choice([1, 2])
+    k = rnd.randint(1, 3)
+    rates = [rnd.choice([1.0, 1.0, 0.0]) for _ in range(k)]
+    n = 3000 if long else 800
+    rate = rnd.uniform(5.0, 8.0) * w
+    blocks = rnd.choice([1200, 1500, 2500])
+    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 4000, groups, 0.3, 20, 400)
+    eng = engine(64, blocks, aic_nextn=k, aic_nextn_accept_rates=rates)
+    return Case(rows, {"workers": w, "engine": eng, "router": {"mode": "round_robin"}},
+                f"{w} workers, nextn {k} rates {rates}, {n} req at {rate:.2f}/s, "
+                f"{blocks} blocks")
+
+
+def trtllm_pressure(rnd: random.Random, long: bool) -> Case:
+    """Aggregated TRT-LLM (32-token blocks) under KV pressure on 1-2 workers: its
+    guaranteed-no-evict admission, block reuse, shared group prefixes (30%)."""
+    ids = Ids()
+    groups = [ids.take(rnd.randint(2, 4)) for _ in range(rnd.randint(3, 6))]
+    w = rnd.choice([1, 2])
+    n = 3000 if long else 800
+    rate = rnd.uniform(4.0, 7.0) * w
+    blocks = rnd.choice([2400, 3000, 5000])
+    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 4000, groups, 0.3, 20, 400)
+    eng = {"backend": "trtllm", "block_size": 32, "num_gpu_blocks": blocks}
+    return Case(rows, {"workers": w, "engine": eng, "router": {"mode": "round_robin"}},
+                f"TRT-LLM {w} workers, {n} req at {rate:.2f}/s, {blocks} blocks")
+
+
 SHAPES = {f.__name__: f for f in (kv_pressure, kv_pressure_fifo, sessions, many_workers,
                                   hours, kv_router, kv_router_dp, sglang_pressure, disagg,
                                   disagg_dp, dp_pressure, disagg_sglang,
-                                  dp_interval)}
+                                  dp_interval, mtp_pressure, trtllm_pressure)}
