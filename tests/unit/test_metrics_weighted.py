@@ -28,7 +28,10 @@ def _check(got: dict, want: dict) -> None:
     for key in EXACT:
         assert got[key] == want[key], key
     assert got["mean"] == pytest.approx(want["mean"], rel=1e-12, abs=1e-12)
-    assert got["std"] == pytest.approx(want["std"], rel=1e-9, abs=1e-9)
+    # a mean one ulp off (the weighted sum's rounding) leaves a std of about one ulp of
+    # the values, however equal they are (hypothesis: speeds of 1e8, std 1.5e-8 for 0)
+    scale = max(abs(want["min"]), abs(want["max"]))
+    assert got["std"] == pytest.approx(want["std"], rel=1e-9, abs=1e-9 + 1e-12 * scale)
 
 
 gaps = st.lists(st.tuples(st.sampled_from([0.0, 0.5, 1.0, 2.5, 7.0, 18.25]) | st.floats(1e-6, 1e3),
