@@ -76,17 +76,28 @@ def single_turn(arrivals, rnd, ids, lo, hi, groups, share, out_lo, out_hi, **kw)
     return rows
 
 
+def pressure_groups(rnd: random.Random) -> tuple[Ids, list]:
+    """The KV-pressure shapes' prefixes: fresh ids and 3-6 groups of 2-4 trace blocks."""
+    ids = Ids()
+    return ids, [ids.take(rnd.randint(2, 4)) for _ in range(rnd.randint(3, 6))]
+
+
+def pressure_rows(rnd: random.Random, ids: Ids, groups: list, n: int, rate: float) -> list:
+    """Their traffic: ``n`` Poisson arrivals at ``rate``/s, 500-4,000-token prompts, 30%
+    on a group prefix, 20-400 output tokens."""
+    return single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 4000, groups, 0.3, 20, 400)
+
+
 # -- the shapes --------------------------------------------------------------------------
 
 def kv_pressure(rnd: random.Random, long: bool) -> Case:
     """One worker, ~1,500 blocks, Poisson overload: preemption (lifo), LRU eviction, shared
     group prefixes (30%), TTFT climbing to minutes."""
-    ids = Ids()
-    groups = [ids.take(rnd.randint(2, 4)) for _ in range(rnd.randint(3, 6))]
+    ids, groups = pressure_groups(rnd)
     n = 3000 if long else 1000
     rate = rnd.uniform(5.5, 7.5)
     blocks = rnd.choice([1200, 1500, 1800])
-    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 4000, groups, 0.3, 20, 400)
+    rows = pressure_rows(rnd, ids, groups, n, rate)
     return Case(rows, {"workers": 1, "engine": engine(64, blocks)},
                 f"{n} req at {rate:.2f}/s, {blocks} blocks")
 
@@ -209,14 +220,13 @@ def kv_router_dp(rnd: random.Random, long: bool) -> Case:
 def sglang_pressure(rnd: random.Random, long: bool) -> Case:
     """Aggregated SGLang (1-token pages) under KV pressure: retraction, radix-tree LRU
     eviction, shared group prefixes (30%), schedule policy fifo or lpm."""
-    ids = Ids()
-    groups = [ids.take(rnd.randint(2, 4)) for _ in range(rnd.randint(3, 6))]
+    ids, groups = pressure_groups(rnd)
     w = rnd.choice([1, 2])
     n = 3000 if long else 800
     rate = rnd.uniform(5.0, 7.0) * w
     slots = rnd.choice([80_000, 96_000, 120_000])
     policy = rnd.choice(["fifo", "lpm"])
-    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 4000, groups, 0.3, 20, 400)
+    rows = pressure_rows(rnd, ids, groups, n, rate)
     eng = {"backend": "sglang", "num_gpu_blocks": slots, "sglang": {"schedule_policy": policy}}
     return Case(rows, {"workers": w, "engine": eng, "router": {"mode": "round_robin"}},
                 f"SGLang {w} workers, {n} req at {rate:.2f}/s, {slots} slots, {policy}")
@@ -268,7 +278,7 @@ def dp_pressure(rnd: random.Random, long: bool) -> Case:
     w, dp = rnd.choice([(1, 4), (2, 2)])
     n = 3000 if long else 600
     rate = rnd.uniform(1.2, 1.8) * w * dp
-    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 4000, groups, 0.3, 20, 400)
+    rows = pressure_rows(rnd, ids, groups, n, rate)
     blocks = rnd.choice([1500, 2500])
     return Case(rows, {"workers": w, "engine": engine(64, blocks, dp_size=dp),
                        "router": {"mode": "round_robin"}},
@@ -312,15 +322,14 @@ def mtp_pressure(rnd: random.Random, long: bool) -> Case:
     """Speculative decoding (``aic_nextn`` 1-3, acceptance rates of 1.0 or 0.0, so that
     bursts are deterministic) under KV pressure on 1-2 vLLM workers: drafts' KV held
     past the sequence, preemption for it, shared group prefixes (30%)."""
-    ids = Ids()
-    groups = [ids.take(rnd.randint(2, 4)) for _ in range(rnd.randint(3, 6))]
+    ids, groups = pressure_groups(rnd)
     w = rnd.choice([1, 2])
     k = rnd.randint(1, 3)
     rates = [rnd.choice([1.0, 1.0, 0.0]) for _ in range(k)]
     n = 3000 if long else 800
     rate = rnd.uniform(5.0, 8.0) * w
     blocks = rnd.choice([1200, 1500, 2500])
-    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 4000, groups, 0.3, 20, 400)
+    rows = pressure_rows(rnd, ids, groups, n, rate)
     eng = engine(64, blocks, aic_nextn=k, aic_nextn_accept_rates=rates)
     return Case(rows, {"workers": w, "engine": eng, "router": {"mode": "round_robin"}},
                 f"{w} workers, nextn {k} rates {rates}, {n} req at {rate:.2f}/s, "
@@ -330,13 +339,12 @@ def mtp_pressure(rnd: random.Random, long: bool) -> Case:
 def trtllm_pressure(rnd: random.Random, long: bool) -> Case:
     """Aggregated TRT-LLM (32-token blocks) under KV pressure on 1-2 workers: its
     guaranteed-no-evict admission, block reuse, shared group prefixes (30%)."""
-    ids = Ids()
-    groups = [ids.take(rnd.randint(2, 4)) for _ in range(rnd.randint(3, 6))]
+    ids, groups = pressure_groups(rnd)
     w = rnd.choice([1, 2])
     n = 3000 if long else 800
     rate = rnd.uniform(4.0, 7.0) * w
     blocks = rnd.choice([2400, 3000, 5000])
-    rows = single_turn(poisson_ms(rnd, n, rate), rnd, ids, 500, 4000, groups, 0.3, 20, 400)
+    rows = pressure_rows(rnd, ids, groups, n, rate)
     eng = {"backend": "trtllm", "block_size": 32, "num_gpu_blocks": blocks}
     return Case(rows, {"workers": w, "engine": eng, "router": {"mode": "round_robin"}},
                 f"TRT-LLM {w} workers, {n} req at {rate:.2f}/s, {blocks} blocks")

@@ -24,7 +24,7 @@ def test_allocate_takes_free_blocks_first():
     kv.release(a, 0)                          # 1, 2 inactive, 2 blocks free
     assert kv.allocate(2)
     assert kv.free == 0 and kv.private == 2
-    assert kv.lru() == [2, 1]        # nothing evicted
+    assert kv.lru() == [2, 1]                 # nothing evicted
     kv.check()
 
 
@@ -69,7 +69,7 @@ def test_release_is_suffix_first_and_frees_private_blocks():
     assert kv.allocate(2)                     # two partial (private) blocks
     assert kv.active_blocks == 5
     kv.release(cached, 2)
-    assert kv.lru() == [3, 2, 1]     # leaf oldest, root newest
+    assert kv.lru() == [3, 2, 1]              # leaf oldest, root newest
     assert kv.free == 5 and kv.private == 0 and kv.active_blocks == 0
     assert kv.available == 8
     # eviction trims the prompt from the tail: after 2 evictions the prefix 1 remains
@@ -252,7 +252,7 @@ class EagerCompaction(KvCache):
     min_stale = 0                             # drop stale LRU entries at every chance
 
 
-def model_evict(lru: list, kv: KvCache, need: int, free_before: int) -> None:
+def model_evict(lru: list, need: int, free_before: int) -> None:
     """The LRU as a plain list: an allocation of ``need`` evicts from its head what the
     free blocks do not cover."""
     if need > 0:
@@ -281,14 +281,14 @@ def test_random_operations_keep_every_block_accounted_for(num_blocks, ops, recor
                 kv.acquire(k)
                 if k in lru:
                     lru.remove(k)             # a hit takes an inactive copy out of the LRU
-            model_evict(lru, kv, need, kv.free)
+            model_evict(lru, need, kv.free)
             assert kv.allocate(need)
             keys += kv.register_many(chain[hit:])     # the computed blocks become cached
             live.append({"chain": chain, "cached": keys, "private": extra_private})
         elif op[0] == "grow" and live:
             r = live[op[1] % len(live)]
             if op[2] <= kv.available:
-                model_evict(lru, kv, op[2], kv.free)
+                model_evict(lru, op[2], kv.free)
             if kv.allocate(op[2]):
                 r["private"] += op[2]
         elif op[0] == "release" and live:
