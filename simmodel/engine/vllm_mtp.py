@@ -20,7 +20,11 @@ gauges of small hand-made traces, bs 16, 10 blocks):
 * **Rejected drafts give their KV back.**  At the pass end a request keeps the blocks of
   its sequence (the emitted tokens) and frees the rest: with all drafts accepted it keeps
   everything, with rates (1, 0) the block taken for the rejected draft goes back to the
-  pool.  Only full blocks of emitted tokens are cached.
+  pool.  Only full blocks of emitted tokens are cached, and not the block the burst's
+  last token fills: that token's KV is computed by the next pass (as without drafts).
+  So a request ending exactly on a block boundary leaves that block uncached (found by
+  ``long_runs.py --shapes mtp_pressure --seeds 10``; fidelity case
+  ``mtp_last_token_uncached``).
 
 A request that is the pass's only entry and cannot hold its drafts even with every other
 request preempted would be its own victim at every pass (the reference never finishes such
@@ -51,10 +55,10 @@ class VllmBursts:
                 continue
             b = self._draw_burst(r)
             left = r.max_output - r.generated
-            while not self._grow(r, after + (most if most < left else left), after + b):
+            while not self._grow(r, after + (most if most < left else left), after + b - 1):
                 victim = self.choose_victim(self.running)
                 if victim is r and len(plan.entries) == 1:
-                    self._grow_to_fit(r, after, after + b)
+                    self._grow_to_fit(r, after, after + b - 1)
                     break
                 victims.extend(e for e in plan.entries if e[0] is victim)
                 self._preempt(victim, plan)
