@@ -4,12 +4,13 @@ block recomputed, zero gaps inside a burst, the mean accepted length."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 import simmodel
 from simmodel.config import (ClusterConfig, EngineConfig, Scenario, SyntheticConfig,
-                             WorkloadConfig)
+                             TelemetryConfig, WorkloadConfig)
 from simmodel.engine.timing import decode_poly_ms, div_ns, duration_ns, prefill_poly_ms
 
 CAP = 16384 * 64
@@ -86,7 +87,6 @@ def test_mean_accept_length_follows_the_rates():
     assert (a.requests.output_length == 400).all()
 
 
-
 def test_the_last_emitted_token_of_a_burst_is_not_cached():
     # Its KV is computed only by the next pass (as without drafts), so a block it fills
     # is not cached at that pass.  Request 1: 1000 + 24 tokens with bursts of two, ending
@@ -95,9 +95,6 @@ def test_the_last_emitted_token_of_a_burst_is_not_cached():
     # reference in long_runs.py's mtp_pressure seed 10 (the fidelity case
     # benchmarks/scenarios/mtp_last_token_uncached.yaml), where one such extra cached block
     # made a later prefix hit one block longer than the reference's.
-    from dataclasses import replace
-
-    from simmodel.config import TelemetryConfig
     sc = Scenario(
         workload=WorkloadConfig(synthetic=SyntheticConfig(
             requests=2, input_tokens=1000, output_tokens=24, arrival_interval_ms=2000.0)),
