@@ -88,6 +88,13 @@ class KvCache:
         """How many of the copies ``keys`` are inactive (in the LRU)."""
         return sum(map(_NEGATIVE, map(self.refs.get, keys, repeat(1))))
 
+    def count_shadowed(self, keys) -> int:
+        """How many of the copies ``keys`` are inactive later copies ``(hash, serial)``
+        of a hash another copy of which is held (speculative decoding's admission)."""
+        refs, copies = self.refs, self.copies
+        return sum(1 for k in keys if type(k) is tuple and refs[k] < 0
+                   and any(refs[c] > 0 for c in copies[k[0]]))
+
     def held(self) -> dict:
         """Copy key -> refcount of the copies live requests hold (tests, diagnostics)."""
         return {k: c for k, c in self.refs.items() if c > 0}

@@ -274,7 +274,7 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
         # refresh of the prefix).  The chunk's blocks are then always available.
         need = -(-seq_len // bs) - hit_blocks
         avail = kv.available
-        if need > avail or need > avail - kv.count_inactive(hit_keys):
+        if need > avail or need > avail - self._inactive_hits(hit_keys):
             return None
         hit = hit_blocks * bs
         want = seq_len - hit
@@ -283,7 +283,7 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
         if not self.chunked and want > budget:
             return None
         take = want if want < budget else budget
-        self._start(r, hit_keys, hit + take)
+        self._start(r, hit_keys, hit + take, plan)
         r.pass_take = take
         if r.admissions == 0:
             r.first_admit_ms = now
@@ -295,15 +295,16 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
         plan.entries.append((r, hit, take))
         return take
 
-    def _start(self, r: EngineRequest, hit_keys, tokens: int) -> None:
+    def _start(self, r: EngineRequest, hit_keys, tokens: int, plan=None) -> None:
         """Move the waiting head ``r`` into the running set, holding its cached prefix
         (the copies ``hit_keys``) and the blocks for its first ``tokens`` tokens."""
         for k in hit_keys:
             self.kv.acquire(k)
         r.cached = list(hit_keys)
         r.n_private = 0
-        self._grow(r, tokens)
         self.waiting.popleft()
+        if not self._grow(r, tokens):      # only with drafts (vllm_mtp._inactive_hits)
+            self._make_room(r, tokens, plan)
         self.running.append(r)
         r.state = RUNNING
         r.computed = tokens

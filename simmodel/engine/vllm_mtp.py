@@ -89,6 +89,25 @@ class VllmBursts:
         while tokens > after and not self._grow(r, tokens, min(real, tokens)):
             tokens -= 1
 
+    def _inactive_hits(self, hit_keys) -> int:
+        """The admission check's count of inactive prefix hits (they become active when
+        taken, so they are no room for the rest).  With drafts, a later copy of a hash
+        (keyed ``(hash, serial)``) does not count while another copy of its hash is held;
+        the request still takes it, so the allocation may then fall one block short per
+        such copy (``_make_room``).  Measured on the reference: ``long_runs.py --shapes
+        mtp_pressure --seeds 12`` (fidelity case ``mtp_shadowed_copy``) and seed 38."""
+        kv = self.kv
+        if not self.mtp_rates or not kv.copies:
+            return kv.count_inactive(hit_keys)
+        return kv.count_inactive(hit_keys) - kv.count_shadowed(hit_keys)
+
+    def _make_room(self, r: EngineRequest, tokens: int, plan: PassPlan) -> None:
+        """Admission fell short (see ``_inactive_hits``): preempt running requests
+        (newest with lifo) until ``r``'s first ``tokens`` tokens have their blocks."""
+        while not self._grow(r, tokens):
+            self._preempt(self.choose_victim(self.running), plan)
+            plan.preempted = True
+
     def _drop_drafts(self, r: EngineRequest) -> None:
         """Pass end: ``r`` keeps the blocks of its sequence; those taken for rejected
         drafts go back to the pool (they are private: only emitted tokens are cached)."""

@@ -14,6 +14,7 @@ import json
 
 import simmodel
 from simmodel.config import ClusterConfig, EngineConfig, Scenario, TimingConfig, WorkloadConfig
+from simmodel.engine.kv_cache import KvCache
 
 
 def run(tmp_path, rows, blocks):
@@ -75,3 +76,24 @@ def test_the_cached_block_a_copy_duplicates_stays_in_the_lru(tmp_path):
     got = run(tmp_path, rows, 12)
     assert got["B"] == (50.0, 50.0, 192)
     assert got["F"] == (90.0, 90.0, 128)
+
+
+def test_a_later_inactive_copy_of_a_held_hash_is_shadowed():
+    # Speculative decoding's admission check (engine/vllm_mtp.py, _inactive_hits; fidelity
+    # cases mtp_shadowed_copy and mtp_inactive_plain_copy): an inactive later copy
+    # (hash, serial) of a hash another copy of which is held is not counted as inactive;
+    # the first, plain-keyed copy always is.  Three requests compute the same block 7.
+    kv = KvCache(10, 64)
+    keys = []
+    for _ in range(3):
+        assert kv.allocate(1)
+        keys.append(kv.register_many([7])[0])
+    plain, first_copy, second_copy = keys
+    assert plain == 7 and type(first_copy) is tuple and type(second_copy) is tuple
+    kv.release([plain], 0)
+    kv.release([first_copy], 0)                 # second_copy still held
+    assert kv.count_inactive(keys) == 2
+    assert kv.count_shadowed([first_copy]) == 1
+    assert kv.count_shadowed([plain]) == 0      # the plain copy is never shadowed
+    kv.release([second_copy], 0)                # no copy held any more
+    assert kv.count_shadowed(keys) == 0
