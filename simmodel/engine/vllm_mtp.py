@@ -97,14 +97,15 @@ class VllmBursts:
         such copy (``_make_room``).  Measured on the reference: ``long_runs.py --shapes
         mtp_pressure --seeds 12`` (fidelity case ``mtp_shadowed_copy``) and seed 38."""
         kv = self.kv
-        if not self.mtp_rates or not kv.copies:
-            return kv.count_inactive(hit_keys)
+        if not self.mtp_rates or not kv.copies or not self.running:
+            return kv.count_inactive(hit_keys)     # (no running request to preempt)
         return kv.count_inactive(hit_keys) - kv.count_shadowed(hit_keys)
 
     def _make_room(self, r: EngineRequest, tokens: int, plan: PassPlan) -> None:
         """Admission fell short (see ``_inactive_hits``): preempt running requests
         (newest with lifo) until ``r``'s first ``tokens`` tokens have their blocks."""
         while not self._grow(r, tokens):
+            assert self.running, "a shadowed copy's holder is always running"
             self._preempt(self.choose_victim(self.running), plan)
             plan.preempted = True
 
