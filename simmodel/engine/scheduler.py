@@ -295,7 +295,7 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
         plan.entries.append((r, hit, take))
         return take
 
-    def _start(self, r: EngineRequest, hit_keys, tokens: int, plan=None) -> None:
+    def _start(self, r: EngineRequest, hit_keys, tokens: int, plan: PassPlan) -> None:
         """Move the waiting head ``r`` into the running set, holding its cached prefix
         (the copies ``hit_keys``) and the blocks for its first ``tokens`` tokens."""
         for k in hit_keys:

@@ -127,7 +127,7 @@ class TrtllmScheduler(VllmScheduler):
             if not self.chunked and want > budget:
                 break
             take = want if want < budget else budget
-            self._start(r, hit_keys, hit + take)
+            self._start(r, hit_keys, hit + take, plan)
             if take:
                 r.pass_take = take
                 plan.entries.append((r, hit, take))

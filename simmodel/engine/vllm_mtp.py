@@ -97,9 +97,10 @@ class VllmBursts:
         such copy (``_make_room``).  Measured on the reference: ``long_runs.py --shapes
         mtp_pressure --seeds 12`` (fidelity case ``mtp_shadowed_copy``) and seed 38."""
         kv = self.kv
-        if not self.mtp_rates or not kv.copies or not self.running:
-            return kv.count_inactive(hit_keys)     # (no running request to preempt)
-        return kv.count_inactive(hit_keys) - kv.count_shadowed(hit_keys)
+        n = kv.count_inactive(hit_keys)
+        if n and self.mtp_rates and kv.copies and self.running:   # someone to preempt
+            n -= kv.count_shadowed(hit_keys)
+        return n
 
     def _make_room(self, r: EngineRequest, tokens: int, plan: PassPlan) -> None:
         """Admission fell short (see ``_inactive_hits``): preempt running requests
