@@ -283,7 +283,8 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
         if not self.chunked and want > budget:
             return None
         take = want if want < budget else budget
-        self._start(r, hit_keys, hit + take, plan)
+        if not self._start(r, hit_keys, hit + take, plan):
+            return None                    # (only with drafts: vllm_mtp._make_room)
         r.pass_take = take
         if r.admissions == 0:
             r.first_admit_ms = now
@@ -295,19 +296,21 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
         plan.entries.append((r, hit, take))
         return take
 
-    def _start(self, r: EngineRequest, hit_keys, tokens: int, plan: PassPlan) -> None:
+    def _start(self, r: EngineRequest, hit_keys, tokens: int, plan: PassPlan) -> bool:
         """Move the waiting head ``r`` into the running set, holding its cached prefix
-        (the copies ``hit_keys``) and the blocks for its first ``tokens`` tokens."""
+        (the copies ``hit_keys``) and the blocks for its first ``tokens`` tokens; False
+        (``r`` back at the head, holding nothing) if no room could be made for them."""
         for k in hit_keys:
             self.kv.acquire(k)
         r.cached = list(hit_keys)
         r.n_private = 0
         self.waiting.popleft()
-        if not self._grow(r, tokens):      # only with drafts (vllm_mtp._inactive_hits)
-            self._make_room(r, tokens, plan)
+        if not self._grow(r, tokens) and not self._make_room(r, tokens, plan):
+            return False                   # (only with drafts: vllm_mtp._inactive_hits)
         self.running.append(r)
         r.state = RUNNING
         r.computed = tokens
+        return True
 
     def _admit_transferred_behind(self, now: float, plan: PassPlan, budget: int) -> int:
         """Decode role: admit the transferred requests, passing the others (this

@@ -127,7 +127,8 @@ class TrtllmScheduler(VllmScheduler):
             if not self.chunked and want > budget:
                 break
             take = want if want < budget else budget
-            self._start(r, hit_keys, hit + take, plan)
+            if not self._start(r, hit_keys, hit + take, plan):
+                break                         # (only with drafts: vllm_mtp._make_room)
             if take:
                 r.pass_take = take
                 plan.entries.append((r, hit, take))

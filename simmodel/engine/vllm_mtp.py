@@ -102,13 +102,21 @@ class VllmBursts:
             n -= kv.count_shadowed(hit_keys)
         return n
 
-    def _make_room(self, r: EngineRequest, tokens: int, plan: PassPlan) -> None:
+    def _make_room(self, r: EngineRequest, tokens: int, plan: PassPlan) -> bool:
         """Admission fell short (see ``_inactive_hits``): preempt running requests
-        (newest with lifo) until ``r``'s first ``tokens`` tokens have their blocks."""
+        (newest with lifo) until ``r``'s first ``tokens`` tokens have their blocks.  If
+        the batch empties first (the spared copy's holder was not running: a decode
+        worker's reservation holds cached blocks too), ``r`` lets go of its prefix and
+        goes back to the waiting head, and False is returned.  No measured case reaches
+        that; it keeps the run going rather than stopping it."""
         while not self._grow(r, tokens):
-            assert self.running, "a shadowed copy's holder is always running"
+            if not self.running:
+                self._release(r)
+                self.waiting.appendleft(r)
+                return False
             self._preempt(self.choose_victim(self.running), plan)
             plan.preempted = True
+        return True
 
     def _drop_drafts(self, r: EngineRequest) -> None:
         """Pass end: ``r`` keeps the blocks of its sequence; those taken for rejected

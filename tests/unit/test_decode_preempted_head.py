@@ -6,6 +6,7 @@ requests go in past it and it is not re-admitted; otherwise it blocks them (stri
 from __future__ import annotations
 
 from simmodel.config import EngineConfig
+from simmodel.engine.api import PassPlan
 from simmodel.engine.request import EngineRequest
 from simmodel.engine.scheduler import VllmScheduler
 from simmodel.engine.timing import make_timing
@@ -56,3 +57,43 @@ def test_while_reservations_wait_activated_requests_pass_the_preempted_head():
     assert [e[0] for e in plan.entries] == [r, t]
     assert list(sched.waiting) == [p]
 
+
+
+def test_a_start_no_room_can_be_made_for_puts_the_head_back_holding_nothing():
+    # Speculative decoding's admission spares a later copy whose other copy is held
+    # (engine/vllm_mtp.py, _inactive_hits), so the start may fall short and preempt
+    # running requests (_make_room).  A decode worker's reservation holds cached blocks
+    # while not running: if the batch empties and the blocks are still short, the head
+    # goes back to the waiting queue holding nothing, and the run goes on.
+    eng = EngineConfig(num_gpu_blocks=8, block_size=64, aic_nextn=1,
+                       aic_nextn_accept_rates=(0.0,))
+    sched = VllmScheduler(eng, make_timing(eng), role="decode")
+    t, w = request(1, 6), request(2, 4)
+    assert sched.reserve(t) is not None      # 6 of the 8 blocks, held, not running
+    held_t = list(t.cached)
+    sched.waiting.append(w)
+    free, active = sched.kv.free, sched.kv.active_blocks
+    plan = PassPlan()
+    assert sched._start(w, [], 4 * 64, plan) is False   # 4 blocks wanted, 2 to be had
+    assert list(sched.waiting) == [w] and sched.running == []
+    assert w.cached == [] and w.n_private == 0
+    assert (sched.kv.free, sched.kv.active_blocks) == (free, active) == (2, 6)
+    assert t.cached == held_t and not plan.preempted
+
+
+def test_a_start_short_of_blocks_preempts_the_newest_running_request_first():
+    # The same start with a running request to preempt: it is preempted (lifo) and the
+    # head starts in the blocks it freed.
+    eng = EngineConfig(num_gpu_blocks=8, block_size=64, aic_nextn=1,
+                       aic_nextn_accept_rates=(0.0,))
+    sched = VllmScheduler(eng, make_timing(eng), role="decode")
+    t, p, w = request(1, 4), request(2, 2), request(3, 3)
+    assert sched.reserve(t) is not None and sched.reserve(p) is not None
+    sched.activate(p)
+    one_pass(sched, 0.0, 0)                  # P runs: 6 of the 8 blocks held
+    assert sched.running == [p]
+    sched.waiting.append(w)
+    plan = PassPlan()
+    assert sched._start(w, [], 3 * 64, plan) is True
+    assert plan.preempted and sched.running == [w] and list(sched.waiting) == [p]
+    assert sched.kv.available == 8 - 4 - 3     # T holds 4 blocks, W 3
