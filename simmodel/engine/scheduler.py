@@ -306,7 +306,7 @@ class VllmScheduler(VllmHandoff, VllmDecodeRuns, VllmBursts, SchedulerBase):
         r.n_private = 0
         self.waiting.popleft()
         if not self._grow(r, tokens) and not self._make_room(r, tokens, plan):
-            return False                   # (only with drafts: vllm_mtp._inactive_hits)
+            return False                   # (only with drafts: vllm_mtp._make_room)
         self.running.append(r)
         r.state = RUNNING
         r.computed = tokens

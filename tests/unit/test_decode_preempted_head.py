@@ -58,6 +58,12 @@ def test_while_reservations_wait_activated_requests_pass_the_preempted_head():
     assert list(sched.waiting) == [p]
 
 
+def mtp_decode_scheduler() -> VllmScheduler:
+    """A decode worker of 8 blocks with one draft token (always rejected)."""
+    eng = EngineConfig(num_gpu_blocks=8, block_size=64, aic_nextn=1,
+                       aic_nextn_accept_rates=(0.0,))
+    return VllmScheduler(eng, make_timing(eng), role="decode")
+
 
 def test_a_start_no_room_can_be_made_for_puts_the_head_back_holding_nothing():
     # Speculative decoding's admission spares a later copy whose other copy is held
@@ -65,9 +71,7 @@ def test_a_start_no_room_can_be_made_for_puts_the_head_back_holding_nothing():
     # running requests (_make_room).  A decode worker's reservation holds cached blocks
     # while not running: if the batch empties and the blocks are still short, the head
     # goes back to the waiting queue holding nothing, and the run goes on.
-    eng = EngineConfig(num_gpu_blocks=8, block_size=64, aic_nextn=1,
-                       aic_nextn_accept_rates=(0.0,))
-    sched = VllmScheduler(eng, make_timing(eng), role="decode")
+    sched = mtp_decode_scheduler()
     t, w = request(1, 6), request(2, 4)
     assert sched.reserve(t) is not None      # 6 of the 8 blocks, held, not running
     held_t = list(t.cached)
@@ -84,9 +88,7 @@ def test_a_start_no_room_can_be_made_for_puts_the_head_back_holding_nothing():
 def test_a_start_short_of_blocks_preempts_the_newest_running_request_first():
     # The same start with a running request to preempt: it is preempted (lifo) and the
     # head starts in the blocks it freed.
-    eng = EngineConfig(num_gpu_blocks=8, block_size=64, aic_nextn=1,
-                       aic_nextn_accept_rates=(0.0,))
-    sched = VllmScheduler(eng, make_timing(eng), role="decode")
+    sched = mtp_decode_scheduler()
     t, p, w = request(1, 4), request(2, 2), request(3, 3)
     assert sched.reserve(t) is not None and sched.reserve(p) is not None
     sched.activate(p)
